@@ -1,0 +1,6 @@
+//! One module per subcommand.
+
+pub mod compile;
+pub mod diff;
+pub mod explain;
+pub mod receipt;

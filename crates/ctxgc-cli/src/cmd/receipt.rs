@@ -1,0 +1,46 @@
+//! `ctxgc receipt FILE ID`
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+use serde_json::json;
+
+use crate::Failure;
+use crate::input::{CompileOptions, read_input};
+
+/// Arguments of `ctxgc receipt`.
+#[derive(Debug, Args)]
+pub struct ReceiptArgs {
+    /// The trace or transcript (`-` for stdin).
+    pub file: PathBuf,
+    /// The item's id.
+    pub id: String,
+    /// Print one JSON object with the original (as text) and the decision.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub options: CompileOptions,
+}
+
+/// Runs `ctxgc receipt`.
+pub fn run(args: ReceiptArgs) -> Result<(), Failure> {
+    let text = read_input(Some(&args.file))?;
+    let (raw, decision) = ctxgc_core::receipt(&text, &args.options.to_options()?, &args.id)?;
+    if args.json {
+        let out = json!({"id": args.id, "original": raw, "decision": decision});
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).map_err(|e| Failure::Input(e.to_string()))?
+        );
+    } else {
+        let mut stdout = std::io::stdout().lock();
+        stdout.write_all(raw.as_bytes())?;
+        stdout.write_all(b"\n")?;
+        eprintln!(
+            "{}",
+            serde_json::to_string(&decision).map_err(|e| Failure::Input(e.to_string()))?
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,197 @@
+//! The front door: text in, compiled output and its report out.
+
+use serde::Serialize;
+
+use crate::error::{Diagnostic, Error};
+use crate::frontend::detect;
+use crate::frontend::events::{EventOptions, lower_events};
+use crate::ir::{Format, Item};
+use crate::plan::{Action, Decision, Reason};
+use crate::render::prompt;
+use crate::session::{RetentionPolicy, Session};
+use crate::tokens::Tokenizer;
+
+/// Everything a compilation can be told.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Force the input format instead of detecting it.
+    pub from: Option<Format>,
+    /// What protects items.
+    pub retention: RetentionPolicy,
+    /// Event front-end options.
+    pub events: EventOptions,
+    /// Which vocabulary counts tokens.
+    pub tokenizer: Tokenizer,
+}
+
+/// The receipt of one retired or rewritten item: its original is recoverable by id.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Receipt {
+    /// The item's id.
+    pub id: String,
+    /// retire or rewrite.
+    pub action: Action,
+    /// Why.
+    pub reason: Reason,
+    /// What replaced it or justified it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub by: Vec<String>,
+    /// blake3 of the original bytes (the receipt store's content address).
+    pub hash: String,
+    /// Size of the original in bytes.
+    pub bytes: usize,
+}
+
+/// A compiled input.
+#[derive(Debug, Clone, Serialize)]
+pub struct Compiled {
+    /// The input format (and so the output format).
+    pub format: Format,
+    /// What the model receives.
+    pub output: String,
+    /// Exact tokens of the input rendered without compaction.
+    pub tokens_before: usize,
+    /// Exact tokens of `output`.
+    pub tokens_after: usize,
+    /// The tokenizer that counted.
+    pub tokenizer: &'static str,
+    /// One decision per item, in input order.
+    pub decisions: Vec<Decision>,
+    /// One receipt per retired or rewritten item.
+    pub receipts: Vec<Receipt>,
+    /// Problems that did not stop compilation.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// Lowers an event trace into a compiled [`Session`].
+pub fn compile_event_session(text: &str, options: &Options) -> Result<Session, Error> {
+    let items = lower_events(text, &options.events)?;
+    let mut session = Session::new(options.retention.clone());
+    session.extend(items)?;
+    session.compile();
+    Ok(session)
+}
+
+/// The format of an input, as forced by options or detected.
+pub fn input_format(text: &str, options: &Options) -> Result<Format, Error> {
+    match options.from {
+        Some(f) => Ok(f),
+        None => Ok(detect(text)?.format),
+    }
+}
+
+/// Compiles an input in any supported format.
+///
+/// ```
+/// use ctxgc_core::{compile, Options};
+/// let trace = r#"[
+///   {"id": "e1", "type": "set_var", "timestamp": 1, "key": "x", "value": 10},
+///   {"id": "e2", "type": "set_var", "timestamp": 2, "key": "x", "value": 20}
+/// ]"#;
+/// let out = compile(trace, &Options::default()).unwrap();
+/// assert_eq!(out.output, "[receipt e1: superseded by e2]\n[e2] x = 20\n");
+/// assert_eq!(out.receipts[0].id, "e1");
+/// ```
+pub fn compile(text: &str, options: &Options) -> Result<Compiled, Error> {
+    match input_format(text, options)? {
+        Format::Events => {
+            let session = compile_event_session(text, options)?;
+            Ok(report_events(&session, options.tokenizer))
+        }
+        other => Err(Error::UnknownFormat(format!(
+            "{} input is not supported yet",
+            other.name()
+        ))),
+    }
+}
+
+/// Builds the report of a compiled event session.
+pub fn report_events(session: &Session, tokenizer: Tokenizer) -> Compiled {
+    let rendered = prompt::render(session);
+    let before: String = session
+        .render_order()
+        .into_iter()
+        .map(|i| &session.items()[i])
+        .filter(|item| !matches!(item.kind, crate::ir::Kind::EdgeInjection { .. }))
+        .map(prompt::event_line)
+        .collect();
+    let decisions = session.decisions();
+    let receipts = receipts_for(session.items(), &decisions);
+    Compiled {
+        format: Format::Events,
+        tokens_before: tokenizer.count(&before),
+        tokens_after: tokenizer.count(&rendered.text),
+        output: rendered.text,
+        tokenizer: tokenizer.name(),
+        decisions,
+        receipts,
+        warnings: session.warnings().to_vec(),
+    }
+}
+
+/// Receipts for every retired or rewritten item.
+pub fn receipts_for(items: &[Item], decisions: &[Decision]) -> Vec<Receipt> {
+    items
+        .iter()
+        .zip(decisions)
+        .filter(|(_, d)| d.action != Action::Keep)
+        .filter_map(|(item, d)| {
+            Some(Receipt {
+                id: d.id.clone(),
+                action: d.action,
+                reason: d.reason?,
+                by: d.by.clone(),
+                hash: blake3::hash(item.raw.as_bytes()).to_hex().to_string(),
+                bytes: item.raw.len(),
+            })
+        })
+        .collect()
+}
+
+/// The original bytes of the item with `id`, and what was decided for it.
+///
+/// ```
+/// use ctxgc_core::{receipt, Options};
+/// let trace = "{\"id\":\"e1\",\"type\":\"set_var\",\"timestamp\":1,\"key\":\"x\",\"value\":1}\n\
+///              {\"id\":\"e2\",\"type\":\"set_var\",\"timestamp\":2,\"key\":\"x\",\"value\":2}";
+/// let (raw, decision) = receipt(trace, &Options::default(), "e1").unwrap();
+/// assert_eq!(raw, r#"{"id":"e1","type":"set_var","timestamp":1,"key":"x","value":1}"#);
+/// assert_eq!(decision.reason.unwrap().code(), "superseded-var");
+/// ```
+pub fn receipt(text: &str, options: &Options, id: &str) -> Result<(String, Decision), Error> {
+    match input_format(text, options)? {
+        Format::Events => {
+            let session = compile_event_session(text, options)?;
+            let i = session
+                .position(id)
+                .ok_or_else(|| Error::Usage(format!("no item with id {id:?} in the input")))?;
+            Ok((session.items()[i].raw.clone(), session.decision(i)))
+        }
+        other => Err(Error::UnknownFormat(format!(
+            "{} input is not supported yet",
+            other.name()
+        ))),
+    }
+}
+
+/// The input rendered without compaction, and the compiled output, for diffing.
+pub fn before_after(text: &str, options: &Options) -> Result<(String, String), Error> {
+    match input_format(text, options)? {
+        Format::Events => {
+            let session = compile_event_session(text, options)?;
+            let before: String = session
+                .render_order()
+                .into_iter()
+                .map(|i| &session.items()[i])
+                .filter(|item| !matches!(item.kind, crate::ir::Kind::EdgeInjection { .. }))
+                .map(prompt::event_line)
+                .collect();
+            Ok((before, prompt::render(&session).text))
+        }
+        other => Err(Error::UnknownFormat(format!(
+            "{} input is not supported yet",
+            other.name()
+        ))),
+    }
+}

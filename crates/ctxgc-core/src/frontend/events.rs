@@ -1,0 +1,544 @@
+//! The structured-event front-end: validates each event against its type's schema and
+//! lowers it to an [`Item`]. Every problem in the trace is reported, not only the first.
+//!
+//! Common fields: `id` (non-empty string), `type`, `timestamp` (number; not required for
+//! `edge_injection`), optional `parent_id`, and retention metadata `importance` (0–10 or
+//! `low`/`normal`/`high`/`critical`), `tags` (strings), `retain_until` (a timestamp or an
+//! event id). Decisions, requirements and constraints may name the notes they replace in
+//! `supersedes` (an id or a list of ids).
+
+use serde_json::{Map, Value};
+
+use crate::error::{Diagnostic, Error};
+use crate::frontend::{Layout, RawItem, detect, split_items};
+use crate::ir::{
+    Call, Format, Item, Kind, NoteKind, RetainUntil, Retention, Run, RunKind, ToolOutput,
+    canonical_json,
+};
+
+/// Options of the event front-end.
+#[derive(Debug, Clone, Default)]
+pub struct EventOptions {
+    /// Let events of unknown types through as opaque items (never pruned) instead of failing.
+    pub allow_unknown_types: bool,
+}
+
+/// Fields every event may carry, not part of any type's own schema.
+const COMMON: [&str; 7] = [
+    "id",
+    "type",
+    "timestamp",
+    "parent_id",
+    "importance",
+    "tags",
+    "retain_until",
+];
+
+/// Lowers a whole trace (JSON array, `{"events": [...]}` or JSONL).
+///
+/// ```
+/// use ctxgc_core::frontend::events::lower_events;
+/// let items = lower_events(r#"{"id":"e1","type":"file_read","timestamp":1,"path":"a.py"}"#, &Default::default()).unwrap();
+/// assert_eq!(items[0].id, "e1");
+/// let err = lower_events(r#"[{"id":"e1","type":"file_read","timestamp":1}]"#, &Default::default()).unwrap_err();
+/// assert!(err.to_string().contains(r#"field "path""#));
+/// ```
+pub fn lower_events(text: &str, options: &EventOptions) -> Result<Vec<Item>, Error> {
+    let detected = detect(text)?;
+    let layout = match (detected.format, detected.layout) {
+        (Format::Events, layout) => layout,
+        (other, _) => {
+            return Err(Error::UnknownFormat(format!(
+                "expected structured events, found {}",
+                other.name()
+            )));
+        }
+    };
+    lower_raw_events(&split_items(text, layout)?, options)
+}
+
+/// Lowers events already split into their exact bytes.
+pub fn lower_raw_events(raw: &[RawItem<'_>], options: &EventOptions) -> Result<Vec<Item>, Error> {
+    let mut items = Vec::with_capacity(raw.len());
+    let mut problems = Vec::new();
+    for (index, raw) in raw.iter().enumerate() {
+        match serde_json::from_str::<Value>(raw.text) {
+            Ok(value) => match lower_event(index, raw.text, value, options) {
+                Ok(item) => items.push(item),
+                Err(mut p) => problems.append(&mut p),
+            },
+            Err(e) => problems.push(Diagnostic::new(
+                index,
+                None,
+                None,
+                format!("malformed JSON: {e}"),
+            )),
+        }
+    }
+    if problems.is_empty() {
+        Ok(items)
+    } else {
+        Err(Error::Invalid(problems))
+    }
+}
+
+/// Reads fields of one event, collecting every problem.
+struct Fields<'a> {
+    index: usize,
+    id: Option<String>,
+    map: &'a Map<String, Value>,
+    problems: Vec<Diagnostic>,
+    used: Vec<&'static str>,
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+impl<'a> Fields<'a> {
+    fn problem(&mut self, field: &str, message: impl Into<String>) {
+        self.problems.push(Diagnostic::new(
+            self.index,
+            self.id.clone(),
+            Some(field),
+            message,
+        ));
+    }
+
+    fn get(&mut self, field: &'static str) -> Option<&'a Value> {
+        self.used.push(field);
+        self.map.get(field)
+    }
+
+    fn required(&mut self, field: &'static str) -> Option<&'a Value> {
+        let v = self.get(field);
+        if v.is_none() {
+            self.problem(field, "missing required field");
+        }
+        v
+    }
+
+    fn string(&mut self, field: &'static str) -> String {
+        match self.required(field) {
+            Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+            Some(Value::String(_)) => {
+                self.problem(field, "must be a non-empty string");
+                String::new()
+            }
+            Some(other) => {
+                let found = type_name(other);
+                self.problem(field, format!("expected string, found {found}"));
+                String::new()
+            }
+            None => String::new(),
+        }
+    }
+
+    fn optional_string(&mut self, field: &'static str) -> Option<String> {
+        match self.get(field) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if !s.trim().is_empty() => Some(s.clone()),
+            Some(Value::String(_)) => {
+                self.problem(field, "must be a non-empty string or null");
+                None
+            }
+            Some(other) => {
+                let found = type_name(other);
+                self.problem(field, format!("expected string or null, found {found}"));
+                None
+            }
+        }
+    }
+
+    fn integer(&mut self, field: &'static str) -> i64 {
+        match self.required(field) {
+            Some(Value::Number(n)) if n.as_i64().is_some() => n.as_i64().unwrap_or_default(),
+            Some(other) => {
+                let found = match other {
+                    Value::Number(_) => "a non-integer number",
+                    v => type_name(v),
+                };
+                self.problem(field, format!("expected integer, found {found}"));
+                0
+            }
+            None => 0,
+        }
+    }
+
+    fn boolean(&mut self, field: &'static str) -> bool {
+        match self.required(field) {
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                let found = type_name(other);
+                self.problem(field, format!("expected boolean, found {found}"));
+                false
+            }
+            None => false,
+        }
+    }
+
+    fn string_list(
+        &mut self,
+        field: &'static str,
+        allow_single: bool,
+        required: bool,
+    ) -> Vec<String> {
+        let v = if required {
+            self.required(field)
+        } else {
+            self.get(field)
+        };
+        match v {
+            None | Some(Value::Null) if !required => Vec::new(),
+            None => Vec::new(),
+            Some(Value::String(s)) if allow_single && !s.trim().is_empty() => vec![s.clone()],
+            Some(Value::Array(items)) => {
+                let mut out = Vec::new();
+                for (n, item) in items.iter().enumerate() {
+                    match item {
+                        Value::String(s) if !s.trim().is_empty() => out.push(s.clone()),
+                        other => {
+                            let found = match other {
+                                Value::String(_) => "an empty string",
+                                v => type_name(v),
+                            };
+                            self.problem(
+                                field,
+                                format!("item {n}: expected non-empty string, found {found}"),
+                            );
+                        }
+                    }
+                }
+                out
+            }
+            Some(other) => {
+                let found = type_name(other);
+                self.problem(field, format!("expected list of strings, found {found}"));
+                Vec::new()
+            }
+        }
+    }
+}
+
+fn normalize_ws(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Lowers one parsed event.
+pub fn lower_event(
+    index: usize,
+    raw: &str,
+    value: Value,
+    options: &EventOptions,
+) -> Result<Item, Vec<Diagnostic>> {
+    let Value::Object(map) = &value else {
+        return Err(vec![Diagnostic::new(
+            index,
+            None,
+            None,
+            format!("expected an event object, found {}", type_name(&value)),
+        )]);
+    };
+    let mut f = Fields {
+        index,
+        id: None,
+        map,
+        problems: Vec::new(),
+        used: Vec::new(),
+    };
+    for c in COMMON {
+        f.used.push(c);
+    }
+    let id = match map.get("id") {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        Some(Value::String(_)) => {
+            f.problem("id", "must be a non-empty string");
+            String::new()
+        }
+        Some(other) => {
+            let found = type_name(other);
+            f.problem("id", format!("expected string, found {found}"));
+            String::new()
+        }
+        None => {
+            f.problem("id", "missing required field");
+            String::new()
+        }
+    };
+    if !id.is_empty() {
+        f.id = Some(id.clone());
+    }
+    let ty = match map.get("type") {
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => {
+            let found = type_name(other);
+            f.problem("type", format!("expected string, found {found}"));
+            return Err(f.problems);
+        }
+        None => {
+            f.problem("type", "missing required field");
+            return Err(f.problems);
+        }
+    };
+    let timestamp = match map.get("timestamp") {
+        Some(Value::Number(n)) => n.as_f64(),
+        None if ty == "edge_injection" => None,
+        None => {
+            f.problem("timestamp", "missing required field");
+            None
+        }
+        Some(other) => {
+            let found = type_name(other);
+            f.problem("timestamp", format!("expected number, found {found}"));
+            None
+        }
+    };
+    let parent = f.optional_string("parent_id");
+    let retention = lower_retention(&mut f);
+    let kind = match ty.as_str() {
+        "set_var" => {
+            let key = f.string("key");
+            let value = f.required("value").cloned().unwrap_or(Value::Null);
+            Kind::SetVar { key, value }
+        }
+        "tool_call" => {
+            let name = f.string("tool_name");
+            let arguments = f.required("arguments").cloned().unwrap_or(Value::Null);
+            Kind::ToolCall(Call {
+                call_id: id.clone(),
+                name,
+                arguments,
+            })
+        }
+        "tool_result" => {
+            let call_id = f.string("call_id");
+            let output = f.required("result").cloned().unwrap_or(Value::Null);
+            let is_error = matches!(f.get("is_error"), Some(Value::Bool(true)));
+            Kind::ToolResult(ToolOutput {
+                call_id,
+                output,
+                is_error,
+            })
+        }
+        "abandon" => Kind::Abandon {
+            targets: f.string_list("ref_to", false, true),
+        },
+        "decision" | "requirement" | "constraint" => {
+            let note = match ty.as_str() {
+                "decision" => NoteKind::Decision,
+                "requirement" => NoteKind::Requirement,
+                _ => NoteKind::Constraint,
+            };
+            Kind::Note {
+                note,
+                content: f.string("content"),
+                supersedes: f.string_list("supersedes", true, false),
+            }
+        }
+        "file_read" => Kind::FileRead {
+            path: f.string("path"),
+        },
+        "file_edit" => Kind::FileEdit {
+            path: f.string("path"),
+            diff_hash: f.string("diff_hash"),
+        },
+        "command_run" => {
+            let command = f.string("command");
+            let exit = f.integer("exit_code");
+            run(
+                &mut f,
+                RunKind::Command,
+                format!("command:{}", normalize_ws(&command)),
+                command,
+                exit == 0,
+                format!("exit {exit}"),
+            )
+        }
+        "test_run" => {
+            let names = f.string_list("test_names", false, true);
+            let exit = f.integer("exit_code");
+            let passed = f.integer("passed_count");
+            let failed = f.integer("failed_count");
+            let mut sorted = names.clone();
+            sorted.sort();
+            run(
+                &mut f,
+                RunKind::Test,
+                format!("test:{}", sorted.join("\u{1f}")),
+                format!("tests {}", names.join(", ")),
+                exit == 0 && failed == 0,
+                format!("{passed} passed, {failed} failed, exit {exit}"),
+            )
+        }
+        "build_run" => {
+            let exit = f.integer("exit_code");
+            f.used.push("target");
+            f.used.push("command");
+            let target = map
+                .get("target")
+                .or_else(|| map.get("command"))
+                .map(crate::ir::plain_value)
+                .unwrap_or_default();
+            run(
+                &mut f,
+                RunKind::Build,
+                format!("build:{}", normalize_ws(&target)),
+                format!("build {target}").trim_end().to_owned(),
+                exit == 0,
+                format!("exit {exit}"),
+            )
+        }
+        "verification" => {
+            let content = f.string("content");
+            let passed = f.boolean("passed");
+            run(
+                &mut f,
+                RunKind::Verification,
+                format!("verification:{}", normalize_ws(&content)),
+                content,
+                passed,
+                if passed {
+                    "passed".into()
+                } else {
+                    "failed".into()
+                },
+            )
+        }
+        "git_diff" => Kind::GitDiff {
+            diff_hash: f.string("diff_hash"),
+            files_changed: f.string_list("files_changed", false, true),
+        },
+        "git_commit" => Kind::GitCommit {
+            commit_hash: f.string("commit_hash"),
+            message: f.string("message"),
+        },
+        "error" => Kind::Error {
+            message: f.string("message"),
+            related_to: f.optional_string("related_to"),
+        },
+        "artifact_created" => Kind::Artifact {
+            artifact_type: f.string("artifact_type"),
+            path: f.string("path"),
+        },
+        "edge_injection" => Kind::EdgeInjection {
+            src: f.string("src"),
+            dst: f.string("dst"),
+        },
+        other if options.allow_unknown_types => Kind::Opaque {
+            type_name: other.to_owned(),
+        },
+        other => {
+            f.problem("type", format!("unknown event type {other:?} (use --allow-unknown to keep such events as opaque items)"));
+            Kind::Opaque {
+                type_name: other.to_owned(),
+            }
+        }
+    };
+    let extra: Map<String, Value> = map
+        .iter()
+        .filter(|(k, _)| !f.used.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if !f.problems.is_empty() {
+        return Err(f.problems);
+    }
+    Ok(Item {
+        id,
+        raw: raw.to_owned(),
+        kind,
+        parent,
+        timestamp,
+        retention,
+        extra: (!extra.is_empty()).then_some(Value::Object(extra)),
+    })
+}
+
+/// Builds a run; its signature covers every field but the event's own metadata.
+fn run(
+    f: &mut Fields<'_>,
+    run: RunKind,
+    identity: String,
+    subject: String,
+    success: bool,
+    outcome: String,
+) -> Kind {
+    let mut rest = f.map.clone();
+    for c in COMMON {
+        rest.remove(c);
+    }
+    let signature = format!("{identity}\u{1e}{}", canonical_json(&Value::Object(rest)));
+    Kind::Run(Run {
+        run,
+        subject,
+        success,
+        outcome,
+        identity,
+        signature,
+    })
+}
+
+fn lower_retention(f: &mut Fields<'_>) -> Retention {
+    let importance = match f.map.get("importance") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => n.as_f64(),
+        Some(Value::String(s)) => {
+            match s.to_ascii_lowercase().as_str() {
+                "low" => Some(2.0),
+                "normal" | "medium" => Some(5.0),
+                "high" => Some(8.0),
+                "critical" => Some(10.0),
+                other => {
+                    f.problem("importance", format!("unknown level {other:?} (use a number 0-10 or low/normal/high/critical)"));
+                    None
+                }
+            }
+        }
+        Some(other) => {
+            let found = type_name(other);
+            f.problem(
+                "importance",
+                format!("expected number or level name, found {found}"),
+            );
+            None
+        }
+    };
+    let tags = f.string_list("tags", false, false);
+    let retain_until = match f.map.get("retain_until") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => n.as_f64().map(RetainUntil::Timestamp),
+        Some(Value::String(s)) if !s.is_empty() => Some(RetainUntil::Event(s.clone())),
+        Some(other) => {
+            let found = type_name(other);
+            f.problem(
+                "retain_until",
+                format!("expected a timestamp or an event id, found {found}"),
+            );
+            None
+        }
+    };
+    Retention {
+        importance,
+        tags,
+        retain_until,
+    }
+}
+
+/// The layout a trace's events were found in, for callers that split input themselves.
+pub fn events_layout(text: &str) -> Result<Layout, Error> {
+    let d = detect(text)?;
+    if d.format == Format::Events {
+        Ok(d.layout)
+    } else {
+        Err(Error::UnknownFormat(format!(
+            "expected structured events, found {}",
+            d.format.name()
+        )))
+    }
+}

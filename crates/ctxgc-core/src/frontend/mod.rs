@@ -1,0 +1,326 @@
+//! Front-ends: each input format is lowered to the Session IR here, and only here.
+//!
+//! [`detect`] tells formats apart by shape; [`split_items`] finds each item's exact bytes so
+//! that receipts can give them back unchanged.
+
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::error::Error;
+use crate::ir::Format;
+
+pub mod events;
+
+/// How the items of an input are laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// One JSON array of items.
+    Array,
+    /// One JSON object holding the items under a key (`events`, `messages`, `input`).
+    Wrapped(&'static str),
+    /// One JSON value per line.
+    Lines,
+}
+
+/// What [`detect`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Detected {
+    /// The format.
+    pub format: Format,
+    /// How its items are laid out.
+    pub layout: Layout,
+    /// JSONL where every line is a whole conversation record (`{"id", "messages"}`).
+    pub records: bool,
+}
+
+const EVENT_TYPES: [&str; 18] = [
+    "set_var",
+    "tool_call",
+    "tool_result",
+    "abandon",
+    "decision",
+    "file_read",
+    "file_edit",
+    "command_run",
+    "test_run",
+    "build_run",
+    "git_diff",
+    "git_commit",
+    "error",
+    "artifact_created",
+    "requirement",
+    "constraint",
+    "verification",
+    "edge_injection",
+];
+
+/// Tells the input format apart by shape.
+///
+/// ```
+/// use ctxgc_core::{Format, frontend::detect};
+/// let d = detect(r#"{"events": [{"id": "e1", "type": "decision", "timestamp": 1, "content": "go"}]}"#).unwrap();
+/// assert_eq!(d.format, Format::Events);
+/// let d = detect(r#"[{"role": "user", "content": "hi"}]"#).unwrap();
+/// assert_eq!(d.format, Format::OpenaiChat);
+/// ```
+pub fn detect(text: &str) -> Result<Detected, Error> {
+    let trimmed = text.trim_start_matches('\u{feff}').trim();
+    if trimmed.is_empty() {
+        return Err(Error::UnknownFormat("the input is empty".into()));
+    }
+    match serde_json::from_str::<&RawValue>(trimmed) {
+        Ok(raw) => detect_document(raw.get()),
+        Err(err) if err.is_syntax() && err.line() > 1 && looks_like_jsonl(trimmed) => {
+            detect_lines(trimmed)
+        }
+        Err(err) => Err(Error::json("input", &err)),
+    }
+}
+
+fn looks_like_jsonl(text: &str) -> bool {
+    text.lines()
+        .next()
+        .is_some_and(|l| serde_json::from_str::<&RawValue>(l.trim()).is_ok())
+}
+
+fn detect_document(doc: &str) -> Result<Detected, Error> {
+    let value: Value = serde_json::from_str(doc).map_err(|e| Error::json("input", &e))?;
+    let single = |format| {
+        Ok(Detected {
+            format,
+            layout: Layout::Array,
+            records: false,
+        })
+    };
+    match &value {
+        Value::Array(items) => match items.first() {
+            None => single(Format::Events),
+            Some(first) => single(classify_item(first)?),
+        },
+        Value::Object(map) => {
+            if map.get("events").is_some_and(Value::is_array) {
+                return Ok(Detected {
+                    format: Format::Events,
+                    layout: Layout::Wrapped("events"),
+                    records: false,
+                });
+            }
+            if let Some(Value::Array(messages)) = map.get("messages") {
+                let format = if map.contains_key("system") {
+                    Format::Anthropic
+                } else {
+                    match messages.first() {
+                        Some(first) => classify_item(first)?,
+                        None => Format::OpenaiChat,
+                    }
+                };
+                return Ok(Detected {
+                    format,
+                    layout: Layout::Wrapped("messages"),
+                    records: false,
+                });
+            }
+            if map.get("input").is_some_and(Value::is_array) {
+                return Ok(Detected {
+                    format: Format::Responses,
+                    layout: Layout::Wrapped("input"),
+                    records: false,
+                });
+            }
+            if map.contains_key("type") {
+                // A single event on its own.
+                return Ok(Detected {
+                    format: Format::Events,
+                    layout: Layout::Lines,
+                    records: false,
+                });
+            }
+            Err(Error::UnknownFormat(
+                "a JSON object without an `events`, `messages` or `input` array".into(),
+            ))
+        }
+        _ => Err(Error::UnknownFormat(
+            "the input is a JSON scalar, not a trace or a message list".into(),
+        )),
+    }
+}
+
+fn detect_lines(text: &str) -> Result<Detected, Error> {
+    let first = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or_default();
+    let value: Value = serde_json::from_str(first).map_err(|e| Error::json("line 1", &e))?;
+    let lines = |format, records| {
+        Ok(Detected {
+            format,
+            layout: Layout::Lines,
+            records,
+        })
+    };
+    match &value {
+        Value::Object(map) if map.get("messages").is_some_and(Value::is_array) => {
+            let format = match map.get("messages").and_then(|m| m.get(0)) {
+                Some(first) if !map.contains_key("system") => classify_item(first)?,
+                Some(_) => Format::Anthropic,
+                None => Format::OpenaiChat,
+            };
+            lines(format, true)
+        }
+        Value::Object(map)
+            if matches!(
+                map.get("kind").and_then(Value::as_str),
+                Some("prompt" | "call" | "message")
+            ) =>
+        {
+            lines(Format::Tracetrim, false)
+        }
+        Value::Object(_) => lines(classify_item(&value)?, false),
+        _ => Err(Error::UnknownFormat("line 1 is not a JSON object".into())),
+    }
+}
+
+/// Which format one item belongs to.
+fn classify_item(item: &Value) -> Result<Format, Error> {
+    let Value::Object(map) = item else {
+        return Err(Error::UnknownFormat(
+            "the first item is not a JSON object".into(),
+        ));
+    };
+    let ty = map.get("type").and_then(Value::as_str);
+    if map.contains_key("role") {
+        if ty == Some("message") {
+            return Ok(Format::Responses);
+        }
+        let anthropic_blocks = map
+            .get("content")
+            .and_then(Value::as_array)
+            .is_some_and(|blocks| {
+                blocks.iter().any(|b| {
+                    matches!(
+                        b.get("type").and_then(Value::as_str),
+                        Some("tool_use" | "tool_result" | "thinking" | "redacted_thinking")
+                    )
+                })
+            });
+        return Ok(if anthropic_blocks {
+            Format::Anthropic
+        } else {
+            Format::OpenaiChat
+        });
+    }
+    match ty {
+        Some("function_call" | "function_call_output" | "message" | "reasoning") => {
+            Ok(Format::Responses)
+        }
+        Some(t) if EVENT_TYPES.contains(&t) => Ok(Format::Events),
+        Some(_) if map.contains_key("id") => Ok(Format::Events),
+        _ if matches!(
+            map.get("kind").and_then(Value::as_str),
+            Some("prompt" | "call" | "message")
+        ) =>
+        {
+            Ok(Format::Tracetrim)
+        }
+        _ => Err(Error::UnknownFormat(
+            "items have neither `role` (messages) nor `type` (events)".into(),
+        )),
+    }
+}
+
+/// One item's exact bytes and where it came from.
+#[derive(Debug, Clone, Copy)]
+pub struct RawItem<'a> {
+    /// The item's exact text.
+    pub text: &'a str,
+    /// One-based line where it starts (for JSONL), or 0 inside a document.
+    pub line: usize,
+}
+
+/// Splits an input into its items' exact bytes, following `layout`.
+pub fn split_items(text: &str, layout: Layout) -> Result<Vec<RawItem<'_>>, Error> {
+    let text = text.trim_start_matches('\u{feff}');
+    match layout {
+        Layout::Array => {
+            let items: Vec<&RawValue> =
+                serde_json::from_str(text).map_err(|e| Error::json("input", &e))?;
+            Ok(items
+                .into_iter()
+                .map(|r| RawItem {
+                    text: r.get(),
+                    line: 0,
+                })
+                .collect())
+        }
+        Layout::Wrapped(key) => {
+            let raw: std::collections::BTreeMap<String, &RawValue> =
+                serde_json::from_str(text).map_err(|e| Error::json("input", &e))?;
+            let inner = raw.get(key).ok_or_else(|| {
+                Error::UnknownFormat(format!("no `{key}` array in the input object"))
+            })?;
+            let items: Vec<&RawValue> = serde_json::from_str(inner.get())
+                .map_err(|e| Error::json(format!("`{key}`"), &e))?;
+            Ok(items
+                .into_iter()
+                .map(|r| RawItem {
+                    text: r.get(),
+                    line: 0,
+                })
+                .collect())
+        }
+        Layout::Lines => {
+            let mut out = Vec::new();
+            for (n, line) in text.lines().enumerate() {
+                let trimmed = line.trim();
+                if trimmed.is_empty() {
+                    continue;
+                }
+                let raw: &RawValue = serde_json::from_str(trimmed)
+                    .map_err(|e| Error::json(format!("line {}", n + 1), &e))?;
+                out.push(RawItem {
+                    text: raw.get(),
+                    line: n + 1,
+                });
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// One conversation (or trace) of an input: a file may hold many (corpus records, one per line).
+#[derive(Debug, Clone)]
+pub struct Conversation {
+    /// The record's id (`id` field of a corpus record), or `"0"` for a single document.
+    pub id: String,
+    /// The format its items were lowered from.
+    pub format: Format,
+    /// The items, in order.
+    pub items: Vec<crate::ir::Item>,
+    /// The record's exact bytes (a whole line or the whole document).
+    pub raw: String,
+}
+
+/// Lowers every conversation of an input, whatever its format: a single event trace or
+/// message list gives one conversation, corpus JSONL (`{"id", "messages"}` per line) one per line.
+pub fn lower_conversations(
+    text: &str,
+    options: &crate::compile::Options,
+) -> Result<Vec<Conversation>, Error> {
+    let format = match options.from {
+        Some(f) => f,
+        None => detect(text)?.format,
+    };
+    match format {
+        Format::Events => Ok(vec![Conversation {
+            id: "0".into(),
+            format,
+            items: events::lower_events(text, &options.events)?,
+            raw: text.to_owned(),
+        }]),
+        other => Err(Error::UnknownFormat(format!(
+            "{} input is not supported yet",
+            other.name()
+        ))),
+    }
+}

@@ -1,0 +1,201 @@
+//! Sequence edges between items (`parent_id`, `edge_injection`), kept up to date as items are
+//! appended, with cycle detection (Tarjan) and a deterministic topological render order.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use serde::{Deserialize, Serialize};
+
+/// The sequence graph. Edges point from parent to child.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Graph {
+    parents: Vec<Vec<usize>>,
+    children: Vec<Vec<usize>>,
+    /// Edges added since the passes last looked, `(parent, child)`.
+    fresh: Vec<(usize, usize)>,
+    /// Whether some edge points from a later item to an earlier one. Only then can a cycle
+    /// exist, and only then does the render order differ from input order.
+    has_back_edges: bool,
+    /// Set when a back edge was added since the last [`Graph::refresh`].
+    dirty: bool,
+    /// Strongly connected components with more than one item, each sorted, in order of their
+    /// first item.
+    cycles: Vec<Vec<usize>>,
+    /// Render order when back edges exist; `None` means input order.
+    order: Option<Vec<usize>>,
+}
+
+impl Graph {
+    /// Makes room for items up to `len`.
+    pub fn grow(&mut self, len: usize) {
+        if self.parents.len() < len {
+            self.parents.resize_with(len, Vec::new);
+            self.children.resize_with(len, Vec::new);
+        }
+    }
+
+    /// Adds the edge `parent → child`. Returns false (and adds nothing) for a self-loop.
+    pub fn add_edge(&mut self, parent: usize, child: usize) -> bool {
+        if parent == child {
+            return false;
+        }
+        self.grow(parent.max(child) + 1);
+        if self.children[parent].contains(&child) {
+            return true;
+        }
+        self.children[parent].push(child);
+        self.parents[child].push(parent);
+        self.fresh.push((parent, child));
+        if parent > child {
+            self.has_back_edges = true;
+            self.dirty = true;
+        }
+        true
+    }
+
+    /// Parents of an item.
+    pub fn parents(&self, item: usize) -> &[usize] {
+        self.parents.get(item).map_or(&[], Vec::as_slice)
+    }
+
+    /// Children of an item.
+    pub fn children(&self, item: usize) -> &[usize] {
+        self.children.get(item).map_or(&[], Vec::as_slice)
+    }
+
+    /// Takes the edges added since the last call.
+    pub fn take_fresh_edges(&mut self) -> Vec<(usize, usize)> {
+        std::mem::take(&mut self.fresh)
+    }
+
+    /// The cyclic components, as of the last [`Graph::refresh`].
+    pub fn cycles(&self) -> &[Vec<usize>] {
+        &self.cycles
+    }
+
+    /// The render order, as of the last [`Graph::refresh`]: `None` means input order.
+    pub fn order(&self) -> Option<&[usize]> {
+        self.order.as_deref()
+    }
+
+    /// Recomputes cycles and render order if a back edge was added. Cost is linear in the
+    /// graph, paid only when the input is out of order.
+    pub fn refresh(&mut self, len: usize) {
+        self.grow(len);
+        if !self.dirty {
+            if let Some(order) = &mut self.order {
+                // Items appended since the last refresh without back edges go last, in order.
+                let known = order.len();
+                order.extend(known..len);
+            }
+            return;
+        }
+        self.dirty = false;
+        let mut pg = petgraph::graph::DiGraph::<(), ()>::with_capacity(len, 0);
+        for _ in 0..len {
+            pg.add_node(());
+        }
+        for (parent, kids) in self.children.iter().enumerate().take(len) {
+            for &child in kids {
+                pg.add_edge(
+                    petgraph::graph::NodeIndex::new(parent),
+                    petgraph::graph::NodeIndex::new(child),
+                    (),
+                );
+            }
+        }
+        let mut component = vec![usize::MAX; len];
+        let mut members: Vec<Vec<usize>> = Vec::new();
+        for scc in petgraph::algo::tarjan_scc(&pg) {
+            let mut scc: Vec<usize> = scc.into_iter().map(|n| n.index()).collect();
+            scc.sort_unstable();
+            let id = members.len();
+            for &m in &scc {
+                component[m] = id;
+            }
+            members.push(scc);
+        }
+        self.cycles = members.iter().filter(|m| m.len() > 1).cloned().collect();
+        self.cycles.sort_by_key(|m| m[0]);
+
+        // Kahn's algorithm over the condensation; ties go to the component whose first item
+        // comes first in the input, so an in-order trace renders in input order.
+        let mut indegree = vec![0usize; members.len()];
+        for (parent, kids) in self.children.iter().enumerate().take(len) {
+            for &child in kids {
+                if component[parent] != component[child] {
+                    indegree[component[child]] += 1;
+                }
+            }
+        }
+        let mut ready: BinaryHeap<Reverse<(usize, usize)>> = members
+            .iter()
+            .enumerate()
+            .filter(|(id, _)| indegree[*id] == 0)
+            .map(|(id, m)| Reverse((m[0], id)))
+            .collect();
+        let mut order = Vec::with_capacity(len);
+        while let Some(Reverse((_, id))) = ready.pop() {
+            for &m in &members[id] {
+                order.push(m);
+                for &child in &self.children[m] {
+                    let c = component[child];
+                    if c != id {
+                        indegree[c] -= 1;
+                        if indegree[c] == 0 {
+                            ready.push(Reverse((members[c][0], c)));
+                        }
+                    }
+                }
+            }
+        }
+        self.order = Some(order);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_order_graph_has_no_cycles_and_input_order() {
+        let mut g = Graph::default();
+        g.grow(3);
+        g.add_edge(0, 1);
+        g.add_edge(1, 2);
+        g.refresh(3);
+        assert!(g.cycles().is_empty());
+        assert!(g.order().is_none());
+    }
+
+    #[test]
+    fn back_edge_makes_a_cycle_and_order_stays_topological() {
+        let mut g = Graph::default();
+        g.grow(5);
+        g.add_edge(0, 1);
+        g.add_edge(1, 2);
+        g.add_edge(2, 3);
+        g.add_edge(3, 1); // cycle 1-2-3
+        g.add_edge(0, 4);
+        g.refresh(5);
+        assert_eq!(g.cycles(), &[vec![1, 2, 3]]);
+        assert_eq!(g.order(), Some(&[0, 1, 2, 3, 4][..]));
+    }
+
+    #[test]
+    fn forward_reference_renders_parent_first() {
+        let mut g = Graph::default();
+        g.grow(2);
+        g.add_edge(1, 0); // item 0's parent is item 1
+        g.refresh(2);
+        assert!(g.cycles().is_empty());
+        assert_eq!(g.order(), Some(&[1, 0][..]));
+    }
+
+    #[test]
+    fn self_loop_is_refused() {
+        let mut g = Graph::default();
+        g.grow(1);
+        assert!(!g.add_edge(0, 0));
+    }
+}

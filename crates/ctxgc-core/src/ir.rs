@@ -1,0 +1,411 @@
+//! The Session IR: one ordered list of items that every front-end lowers to.
+//!
+//! Format quirks stay in the front-ends; passes only see these types. Every item keeps the
+//! exact bytes it was lowered from (`raw`), so a receipt can give the original back byte for
+//! byte whatever is decided for it.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Which input format a session was lowered from; the back-end renders the same one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Format {
+    /// Structured agent events (set_var, tool_call, ...), rendered as prompt text.
+    Events,
+    /// OpenAI Chat Completions messages.
+    OpenaiChat,
+    /// Anthropic Messages.
+    Anthropic,
+    /// OpenAI Responses input items.
+    Responses,
+    /// tracetrim JSONL traces (`{"kind": "prompt"|"call"|"message"}`).
+    Tracetrim,
+}
+
+impl Format {
+    /// The stable name used on the command line (`--from`, `--to`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Events => "events",
+            Format::OpenaiChat => "openai-chat",
+            Format::Anthropic => "anthropic",
+            Format::Responses => "responses",
+            Format::Tracetrim => "tracetrim",
+        }
+    }
+
+    /// Parses a name given by [`Format::name`].
+    pub fn from_name(name: &str) -> Option<Format> {
+        [
+            Format::Events,
+            Format::OpenaiChat,
+            Format::Anthropic,
+            Format::Responses,
+            Format::Tracetrim,
+        ]
+        .into_iter()
+        .find(|f| f.name() == name)
+    }
+}
+
+/// One item of a session: an event, or a message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Item {
+    /// Stable id: the event's own id, or one the front-end assigns (`m0`, `m1`, ...).
+    pub id: String,
+    /// The exact bytes the item was lowered from.
+    pub raw: String,
+    /// What the item is, with the structure passes need.
+    pub kind: Kind,
+    /// Sequence edge: the item this one follows from (event traces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// The event's timestamp, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<f64>,
+    /// Retention metadata: what protects this item from every pass.
+    #[serde(default, skip_serializing_if = "Retention::is_empty")]
+    pub retention: Retention,
+    /// Fields of the source item outside its schema, kept so rendering drops nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra: Option<Value>,
+}
+
+/// Retention metadata of an item (`importance`, `tags`, `retain_until`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Retention {
+    /// Importance on a 0–10 scale (strings `low`, `normal`, `high`, `critical` map to 2, 5, 8, 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub importance: Option<f64>,
+    /// Free-form tags; a tag listed in the retention policy protects the item.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// Protection until a point of the trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retain_until: Option<RetainUntil>,
+}
+
+impl Retention {
+    /// True when no retention metadata is set.
+    pub fn is_empty(&self) -> bool {
+        self.importance.is_none() && self.tags.is_empty() && self.retain_until.is_none()
+    }
+}
+
+/// The point until which `retain_until` protects an item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetainUntil {
+    /// Protected while no event of the trace has a timestamp greater than this.
+    Timestamp(f64),
+    /// Protected until the event with this id is in the trace.
+    Event(String),
+}
+
+/// What an item is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Kind {
+    /// A state variable set to a value.
+    SetVar {
+        /// The variable.
+        key: String,
+        /// Its new value.
+        value: Value,
+    },
+    /// A tool call as its own event.
+    ToolCall(Call),
+    /// A tool result as its own event.
+    ToolResult(ToolOutput),
+    /// Abandons the branches rooted at `targets`.
+    Abandon {
+        /// Roots of the abandoned branches.
+        targets: Vec<String>,
+    },
+    /// A decision, requirement or constraint.
+    Note {
+        /// Which of the three.
+        note: NoteKind,
+        /// Its text.
+        content: String,
+        /// Ids of earlier notes this one explicitly replaces.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        supersedes: Vec<String>,
+    },
+    /// A file was read.
+    FileRead {
+        /// The file.
+        path: String,
+    },
+    /// A file was edited.
+    FileEdit {
+        /// The file.
+        path: String,
+        /// Hash of the change.
+        diff_hash: String,
+    },
+    /// A command, test, build or verification was run.
+    Run(Run),
+    /// A repository diff was shown.
+    GitDiff {
+        /// Hash of the diff.
+        diff_hash: String,
+        /// Files it touches.
+        files_changed: Vec<String>,
+    },
+    /// A commit was made.
+    GitCommit {
+        /// The commit.
+        commit_hash: String,
+        /// Its message.
+        message: String,
+    },
+    /// An error was reported.
+    Error {
+        /// The error text.
+        message: String,
+        /// The event that caused it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        related_to: Option<String>,
+    },
+    /// An artifact was created.
+    Artifact {
+        /// Its type.
+        artifact_type: String,
+        /// Where it is.
+        path: String,
+    },
+    /// An extra sequence edge `src → dst` between two existing events (out-of-order logs).
+    EdgeInjection {
+        /// The parent end.
+        src: String,
+        /// The child end.
+        dst: String,
+    },
+    /// A chat message (any provider format).
+    Message(Message),
+    /// An event of a type ctxgc does not know, let through by option; never pruned.
+    Opaque {
+        /// The event's `type`.
+        type_name: String,
+    },
+}
+
+/// decision, requirement or constraint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoteKind {
+    /// `decision`
+    Decision,
+    /// `requirement`
+    Requirement,
+    /// `constraint`
+    Constraint,
+}
+
+impl NoteKind {
+    /// The event type name.
+    pub fn name(self) -> &'static str {
+        match self {
+            NoteKind::Decision => "decision",
+            NoteKind::Requirement => "requirement",
+            NoteKind::Constraint => "constraint",
+        }
+    }
+}
+
+/// A tool call: by event or inside a message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Call {
+    /// The id results refer to (the event id for events).
+    pub call_id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments, parsed where they were JSON text.
+    pub arguments: Value,
+}
+
+/// A tool's output: by event or inside a message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolOutput {
+    /// The call it answers.
+    pub call_id: String,
+    /// The output as given (a string, or any JSON value).
+    pub output: Value,
+    /// The provider marked it as an error.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
+}
+
+/// A run of a command, test suite, build or verification.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    /// Which kind of run.
+    pub run: RunKind,
+    /// What was run, as one line for people (`cargo test`, `tests: a, b`).
+    pub subject: String,
+    /// True when the run succeeded (exit code 0, no failed test, verification passed).
+    pub success: bool,
+    /// The outcome, as one line for people (`exit 0`, `3 passed, 0 failed`).
+    pub outcome: String,
+    /// Identity of what was run, for "the same command or test" (whitespace-normalised).
+    pub identity: String,
+    /// Identity plus outcome plus every other field: two runs with equal signatures are identical.
+    pub signature: String,
+}
+
+/// command_run, test_run, build_run or verification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunKind {
+    /// `command_run`
+    Command,
+    /// `test_run`
+    Test,
+    /// `build_run`
+    Build,
+    /// `verification`
+    Verification,
+}
+
+/// A chat message, lowered from any provider format.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Who speaks.
+    pub role: Role,
+    /// The content, block by block, in order.
+    pub blocks: Vec<Block>,
+}
+
+/// Message roles across providers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// System prompt (or developer message): the policy, never altered.
+    System,
+    /// The user (or a simulated user).
+    User,
+    /// The model.
+    Assistant,
+    /// A tool's output message (OpenAI `tool`/`function` roles).
+    Tool,
+}
+
+/// One block of a message's content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "block", rename_all = "snake_case")]
+pub enum Block {
+    /// Visible text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// A tool call made by this message.
+    ToolCall(Call),
+    /// A tool output carried by this message.
+    ToolResult(ToolOutput),
+    /// Model reasoning that the provider requires back unedited.
+    Thinking,
+    /// Anything else (images, audio, ...): kept as it is.
+    Other,
+}
+
+impl Item {
+    /// The tool call this item is, if it is a tool_call event.
+    pub fn as_call(&self) -> Option<&Call> {
+        match &self.kind {
+            Kind::ToolCall(call) => Some(call),
+            _ => None,
+        }
+    }
+
+    /// The tool output this item is, if it is a tool_result event.
+    pub fn as_result(&self) -> Option<&ToolOutput> {
+        match &self.kind {
+            Kind::ToolResult(out) => Some(out),
+            _ => None,
+        }
+    }
+
+    /// Ids of other items this item refers to, with the field that names them.
+    pub fn references(&self) -> Vec<(&'static str, &str)> {
+        let mut refs = Vec::new();
+        if let Some(parent) = &self.parent {
+            refs.push(("parent_id", parent.as_str()));
+        }
+        match &self.kind {
+            Kind::ToolResult(out) => refs.push(("call_id", out.call_id.as_str())),
+            Kind::Abandon { targets } => {
+                refs.extend(targets.iter().map(|t| ("ref_to", t.as_str())));
+            }
+            Kind::Note { supersedes, .. } => {
+                refs.extend(supersedes.iter().map(|t| ("supersedes", t.as_str())));
+            }
+            Kind::Error {
+                related_to: Some(r),
+                ..
+            } => refs.push(("related_to", r.as_str())),
+            Kind::EdgeInjection { src, dst } => {
+                refs.push(("src", src.as_str()));
+                refs.push(("dst", dst.as_str()));
+            }
+            _ => {}
+        }
+        refs
+    }
+}
+
+/// Canonical text of a JSON value: object keys sorted, no whitespace. Two values that mean the
+/// same compare equal through it whatever their key order or spacing.
+///
+/// ```
+/// use serde_json::json;
+/// assert_eq!(
+///     ctxgc_core::ir::canonical_json(&json!({"b": 1, "a": [true, null]})),
+///     r#"{"a":[true,null],"b":1}"#
+/// );
+/// ```
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(&map[key], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// A value as people read it: strings without quotes, anything else as compact JSON.
+pub fn plain_value(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}

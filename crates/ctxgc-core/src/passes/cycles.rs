@@ -1,0 +1,75 @@
+//! `cycle`: collapses each strongly connected component of sequence edges to one receipt.
+//!
+//! **What.** Traces assembled from out-of-order logs, or with injected edges, can contain
+//! cycles, and a cycle has no order to render in. Each strongly connected component of more
+//! than one event (Tarjan) is retired as a unit and rendered as one receipt stub at its place
+//! in a topological order of the rest.
+//!
+//! **Why it is safe.** Every member stays recoverable by id. Protected members (retention)
+//! are not collapsed: they are rendered at the component's place. An event that names itself
+//! as parent is not a cycle: the self-edge is ignored and reported, and the event is kept
+//! (it does not silently disappear).
+//!
+//! **Example.**
+//! ```text
+//! before: [c1] call poll({})  [c2] result of c1: retry  [c3] call poll({})   (c3 → c1 injected)
+//! after:  [receipts c1 c2 c3: cycle collapsed]
+//! ```
+//!
+//! **Code.** `cycle`.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Cx, Pass, PassDoc};
+use crate::plan::{Reason, Verdict};
+
+/// This pass's doc.
+pub static DOC: PassDoc = PassDoc {
+    codes: &[Reason::Cycle],
+    summary: "collapses each cycle of sequence edges (strongly connected component) to one receipt",
+    doc: include_str!("cycles.rs"),
+};
+
+/// State: the component each cyclic item belongs to.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Cycles {
+    component_of: HashMap<usize, usize>,
+    components: Vec<Vec<usize>>,
+}
+
+impl Pass for Cycles {
+    fn doc(&self) -> &'static PassDoc {
+        &DOC
+    }
+
+    fn structural(&self) -> bool {
+        true
+    }
+
+    fn update(&mut self, cx: &Cx<'_>, _new: Range<usize>, _changed: &[usize]) -> Vec<usize> {
+        let now = cx.graph.cycles();
+        if now == self.components.as_slice() {
+            return Vec::new();
+        }
+        let mut changed: Vec<usize> = self.component_of.keys().copied().collect();
+        self.components = now.to_vec();
+        self.component_of.clear();
+        for (id, members) in self.components.iter().enumerate() {
+            for &m in members {
+                self.component_of.insert(m, id);
+                changed.push(m);
+            }
+        }
+        changed.sort_unstable();
+        changed.dedup();
+        changed
+    }
+
+    fn verdict(&self, _cx: &Cx<'_>, i: usize) -> Option<Verdict> {
+        let id = *self.component_of.get(&i)?;
+        Some(Verdict::retire(Reason::Cycle, self.components[id].clone()))
+    }
+}

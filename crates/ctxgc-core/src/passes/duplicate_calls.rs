@@ -1,0 +1,115 @@
+//! `duplicate-call`: retires a tool call and result identical to an earlier surviving pair.
+//!
+//! **What.** A later `tool_call` + `tool_result` pair with the same tool name, the same
+//! arguments and the same result as an earlier pair that survives is retired, both halves
+//! together; its receipt points at the earlier call. Arguments and results are compared as
+//! JSON values (key order and spacing do not matter).
+//!
+//! **Why it is safe.** The earlier pair says everything the later one says. If the earlier
+//! pair is itself retired (say, inside an abandoned branch), the first surviving twin is the
+//! one kept. A call whose result differs is not a duplicate: the world changed.
+//!
+//! **Example.**
+//! ```text
+//! before: [e06] call get_user({"id":7})  [e07] result of e06: {"name":"Ada"}
+//!         [e11] call get_user({"id":7})  [e12] result of e11: {"name":"Ada"}
+//! after:  ... [receipts e11 e12: duplicate of e06]
+//! ```
+//!
+//! **Code.** `duplicate-call`.
+
+use std::collections::{BTreeSet, HashMap};
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Cx, Pass, PassDoc};
+use crate::ir::canonical_json;
+use crate::plan::{Reason, Verdict};
+
+/// This pass's doc.
+pub static DOC: PassDoc = PassDoc {
+    codes: &[Reason::DuplicateCall],
+    summary: "retires a tool call + result pair identical to an earlier surviving pair",
+    doc: include_str!("duplicate_calls.rs"),
+};
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Twins {
+    /// `(call, result)` pairs, in order of the result.
+    pairs: Vec<(usize, usize)>,
+    /// Index into `pairs` of the first surviving pair.
+    first: Option<usize>,
+}
+
+/// State: pairs grouped by signature (tool, arguments, result).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct DuplicateCalls {
+    groups: HashMap<String, Twins>,
+    /// For each call or result in a group: its signature and position in the group.
+    member: HashMap<usize, (String, usize)>,
+}
+
+impl Pass for DuplicateCalls {
+    fn doc(&self) -> &'static PassDoc {
+        &DOC
+    }
+
+    fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, changed: &[usize]) -> Vec<usize> {
+        let mut dirty: BTreeSet<String> = BTreeSet::new();
+        for r in new {
+            let Some(out) = cx.items[r].as_result() else {
+                continue;
+            };
+            let Some(c) = cx.resolve(&out.call_id) else {
+                continue;
+            };
+            let Some(call) = cx.items[c].as_call() else {
+                continue;
+            };
+            if self.member.contains_key(&c) {
+                continue; // a second result for one call: only the first pairs up
+            }
+            let mut hasher = blake3::Hasher::new();
+            for part in [
+                call.name.as_str(),
+                &canonical_json(&call.arguments),
+                &canonical_json(&out.output),
+            ] {
+                hasher.update(&(part.len() as u64).to_le_bytes());
+                hasher.update(part.as_bytes());
+            }
+            let sig = hasher.finalize().to_hex().to_string();
+            let group = self.groups.entry(sig.clone()).or_default();
+            let pos = group.pairs.len();
+            group.pairs.push((c, r));
+            self.member.insert(c, (sig.clone(), pos));
+            self.member.insert(r, (sig.clone(), pos));
+            dirty.insert(sig);
+        }
+        for i in changed {
+            if let Some((sig, _)) = self.member.get(i) {
+                dirty.insert(sig.clone());
+            }
+        }
+        for sig in dirty {
+            if let Some(group) = self.groups.get_mut(&sig) {
+                group.first = group
+                    .pairs
+                    .iter()
+                    .position(|&(c, r)| cx.survives(c) && cx.survives(r));
+            }
+        }
+        Vec::new()
+    }
+
+    fn verdict(&self, cx: &Cx<'_>, i: usize) -> Option<Verdict> {
+        let (sig, pos) = self.member.get(&i)?;
+        let group = self.groups.get(sig)?;
+        let first = group.first?;
+        let (c, r) = group.pairs[*pos];
+        let (fc, fr) = group.pairs[first];
+        (first < *pos && cx.survives(c) && cx.survives(r))
+            .then(|| Verdict::retire(Reason::DuplicateCall, vec![fc, fr]))
+    }
+}

@@ -1,0 +1,82 @@
+//! `repeated-run`: retires a successful run that a later identical run repeats.
+//!
+//! **What.** A successful `command_run`, `test_run`, `build_run` or `verification` is retired
+//! when a later run is identical to it (same command or tests, same outcome, same other
+//! fields) and no `file_edit` happened in between. The latest such run is kept; the receipt
+//! names it.
+//!
+//! **Why it is safe.** With no edit in between, the later run re-verified the same code and
+//! said the same thing. Failed runs are never retired here (failures carry detail), and an
+//! edit in between makes the runs different evidence, so both stay.
+//!
+//! **Example.**
+//! ```text
+//! before: [e10] $ cargo test → exit 0   [e11] read README.md   [e12] $ cargo test → exit 0
+//! after:  [receipt e10: repeated by e12]  [e11] read README.md  [e12] $ cargo test → exit 0
+//! ```
+//!
+//! **Code.** `repeated-run`.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Cx, Pass, PassDoc};
+use crate::ir::Kind;
+use crate::plan::{Reason, Verdict};
+
+/// This pass's doc.
+pub static DOC: PassDoc = PassDoc {
+    codes: &[Reason::RepeatedRun],
+    summary: "retires a successful run repeated later, identically, with no file_edit in between",
+    doc: include_str!("repeated_runs.rs"),
+};
+
+/// State: successful runs by signature, each with the number of edits before it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RepeatedRuns {
+    edits_seen: u32,
+    /// signature → `(run, edits before it)`, in order.
+    groups: HashMap<String, Vec<(usize, u32)>>,
+}
+
+impl Pass for RepeatedRuns {
+    fn doc(&self) -> &'static PassDoc {
+        &DOC
+    }
+
+    fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, _changed: &[usize]) -> Vec<usize> {
+        for i in new {
+            match &cx.items[i].kind {
+                Kind::FileEdit { .. } => self.edits_seen += 1,
+                Kind::Run(run) if run.success => self
+                    .groups
+                    .entry(run.signature.clone())
+                    .or_default()
+                    .push((i, self.edits_seen)),
+                _ => {}
+            }
+        }
+        Vec::new()
+    }
+
+    fn verdict(&self, cx: &Cx<'_>, i: usize) -> Option<Verdict> {
+        let Kind::Run(run) = &cx.items[i].kind else {
+            return None;
+        };
+        if !run.success || !cx.survives(i) {
+            return None;
+        }
+        let group = self.groups.get(&run.signature)?;
+        let pos = group.binary_search_by_key(&i, |&(m, _)| m).ok()?;
+        let epoch = group[pos].1;
+        let end = group.partition_point(|&(_, e)| e <= epoch);
+        let latest = group[pos + 1..end]
+            .iter()
+            .rev()
+            .map(|&(m, _)| m)
+            .find(|&m| cx.survives(m))?;
+        Some(Verdict::retire(Reason::RepeatedRun, vec![latest]))
+    }
+}

@@ -1,0 +1,69 @@
+//! `replaced-note`: retires a decision, requirement or constraint that a later one replaces.
+//!
+//! **What.** A `decision`, `requirement` or `constraint` event may list, in `supersedes`, the
+//! ids of earlier decisions, requirements or constraints it replaces. Those are retired; the
+//! receipt names the replacement. A trace says "replaces" only this way: explicitly, by id.
+//!
+//! **Why it is safe.** Nothing is inferred from the text, and notes on different subjects are
+//! never compared, so a live value cannot be pruned by a note about something else. If the
+//! replacement is itself retired (inside an abandoned branch), the original stays.
+//!
+//! **Example.**
+//! ```text
+//! before: [d1] decision: use PostgreSQL   [d4] decision: use SQLite (supersedes d1)
+//! after:  [receipt d1: replaced by d4]    [d4] decision: use SQLite
+//! ```
+//!
+//! **Code.** `replaced-note`.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Cx, Pass, PassDoc};
+use crate::ir::Kind;
+use crate::plan::{Reason, Verdict};
+
+/// This pass's doc.
+pub static DOC: PassDoc = PassDoc {
+    codes: &[Reason::ReplacedNote],
+    summary: "retires a decision/requirement/constraint that a later one names in `supersedes`",
+    doc: include_str!("replaced_notes.rs"),
+};
+
+/// State: for each replaced note, the notes that replace it, in order.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ReplacedNotes {
+    replaced_by: HashMap<usize, Vec<usize>>,
+}
+
+impl Pass for ReplacedNotes {
+    fn doc(&self) -> &'static PassDoc {
+        &DOC
+    }
+
+    fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, _changed: &[usize]) -> Vec<usize> {
+        for i in new {
+            if let Kind::Note { supersedes, .. } = &cx.items[i].kind {
+                for target in supersedes {
+                    if let Some(t) = cx.resolve(target) {
+                        self.replaced_by.entry(t).or_default().push(i);
+                    }
+                }
+            }
+        }
+        Vec::new()
+    }
+
+    fn verdict(&self, cx: &Cx<'_>, i: usize) -> Option<Verdict> {
+        let by = self
+            .replaced_by
+            .get(&i)?
+            .iter()
+            .copied()
+            .find(|&r| cx.survives(r))?;
+        cx.survives(i)
+            .then(|| Verdict::retire(Reason::ReplacedNote, vec![by]))
+    }
+}

@@ -1,0 +1,75 @@
+//! `stale-read`: retires a file read that a later edit of the same file made stale.
+//!
+//! **What.** A `file_read` of a path is retired when a later `file_edit` changes that path;
+//! the receipt names the first such edit. Paths are compared after removing `./` prefixes and
+//! doubled slashes.
+//!
+//! **Why it is safe.** What the read showed is no longer what the file holds; keeping it
+//! invites the model to act on the old text. An edit counts even inside an abandoned branch:
+//! abandoning a plan does not undo a change made to disk.
+//!
+//! **Example.**
+//! ```text
+//! before: [e03] read src/app.py   [e05] edit src/app.py (a1b2)
+//! after:  [receipt e03: stale after edit e05]   [e05] edit src/app.py (a1b2)
+//! ```
+//!
+//! **Code.** `stale-read`.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Cx, Pass, PassDoc};
+use crate::ir::Kind;
+use crate::plan::{Reason, Verdict};
+
+/// This pass's doc.
+pub static DOC: PassDoc = PassDoc {
+    codes: &[Reason::StaleRead],
+    summary: "retires a file_read of a path that a later file_edit changed",
+    doc: include_str!("stale_reads.rs"),
+};
+
+/// State: the edits of each path, in order.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct StaleReads {
+    edits: HashMap<String, Vec<usize>>,
+}
+
+/// A path in the form paths are compared in.
+pub fn normalize_path(path: &str) -> String {
+    let mut p = path.trim().to_owned();
+    while p.contains("//") {
+        p = p.replace("//", "/");
+    }
+    while let Some(rest) = p.strip_prefix("./") {
+        p = rest.to_owned();
+    }
+    p
+}
+
+impl Pass for StaleReads {
+    fn doc(&self) -> &'static PassDoc {
+        &DOC
+    }
+
+    fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, _changed: &[usize]) -> Vec<usize> {
+        for i in new {
+            if let Kind::FileEdit { path, .. } = &cx.items[i].kind {
+                self.edits.entry(normalize_path(path)).or_default().push(i);
+            }
+        }
+        Vec::new()
+    }
+
+    fn verdict(&self, cx: &Cx<'_>, i: usize) -> Option<Verdict> {
+        let Kind::FileRead { path } = &cx.items[i].kind else {
+            return None;
+        };
+        let edits = self.edits.get(&normalize_path(path))?;
+        let next = edits[edits.partition_point(|&e| e < i)..].first()?;
+        Some(Verdict::retire(Reason::StaleRead, vec![*next]))
+    }
+}

@@ -1,0 +1,3 @@
+//! Back-ends: render a compiled session into the format the caller needs.
+
+pub mod prompt;

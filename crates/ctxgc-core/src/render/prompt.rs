@@ -1,0 +1,184 @@
+//! The prompt-text back-end for event traces: one line per kept event, receipt stubs for
+//! retired ones.
+//!
+//! Stubs are grouped so that they cost less than what they replace: every retired item with
+//! the same reason and the same justification shares one stub, placed where the first of them
+//! was, and stubs with nothing kept between them share one line:
+//! `[receipts e02 e04: superseded by e09; a01 a02: inside branch abandoned by ab01]`.
+//! Every event starts a line with `[`; continuation lines of multi-line content are indented.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use crate::ir::{Item, Kind, plain_value};
+use crate::plan::{Action, Reason};
+use crate::session::Session;
+
+/// One line of a rendered event, without the receipt logic.
+pub fn event_line(item: &Item) -> String {
+    let mut line = format!("[{}] ", item.id);
+    match &item.kind {
+        Kind::SetVar { key, value } => {
+            let _ = write!(line, "{key} = {}", plain_value(value));
+        }
+        Kind::ToolCall(call) => {
+            let _ = write!(line, "call {}({})", call.name, call.arguments);
+        }
+        Kind::ToolResult(out) => {
+            let _ = write!(
+                line,
+                "result of {}: {}",
+                out.call_id,
+                plain_value(&out.output)
+            );
+        }
+        Kind::Abandon { targets } => {
+            let _ = write!(line, "abandon {}", targets.join(" "));
+        }
+        Kind::Note { note, content, .. } => {
+            let _ = write!(line, "{}: {content}", note.name());
+        }
+        Kind::FileRead { path } => {
+            let _ = write!(line, "read {path}");
+        }
+        Kind::FileEdit { path, diff_hash } => {
+            let _ = write!(line, "edit {path} ({diff_hash})");
+        }
+        Kind::Run(run) => {
+            let prefix = match run.run {
+                crate::ir::RunKind::Command => "$ ",
+                crate::ir::RunKind::Verification => "verify: ",
+                _ => "",
+            };
+            let _ = write!(line, "{prefix}{} → {}", run.subject, run.outcome);
+        }
+        Kind::GitDiff {
+            diff_hash,
+            files_changed,
+        } => {
+            let _ = write!(line, "git diff {} ({diff_hash})", files_changed.join(" "));
+        }
+        Kind::GitCommit {
+            commit_hash,
+            message,
+        } => {
+            let _ = write!(line, "commit {commit_hash}: {message}");
+        }
+        Kind::Error {
+            message,
+            related_to,
+        } => {
+            let _ = write!(line, "error: {message}");
+            if let Some(cause) = related_to {
+                let _ = write!(line, " (cause {cause})");
+            }
+        }
+        Kind::Artifact {
+            artifact_type,
+            path,
+        } => {
+            let _ = write!(line, "artifact {artifact_type} {path}");
+        }
+        Kind::EdgeInjection { src, dst } => {
+            let _ = write!(line, "edge {src} → {dst}");
+        }
+        Kind::Message(_) => line.push_str("message"),
+        Kind::Opaque { type_name } => {
+            let _ = write!(line, "{type_name}");
+        }
+    }
+    if let Some(extra) = &item.extra {
+        let _ = write!(line, " {extra}");
+    }
+    // Continuation lines of multi-line content are indented so each event stays one block.
+    let mut line = line.trim_end_matches('\n').replace('\n', "\n  ");
+    line.push('\n');
+    line
+}
+
+/// Words for a reason in a stub, given the ids that justify it.
+fn reason_phrase(reason: Reason, by: &[String]) -> String {
+    let by = by.join(" ");
+    match reason {
+        Reason::DeadBranch => format!("inside branch abandoned by {by}"),
+        Reason::Cycle => "cycle collapsed".to_owned(),
+        Reason::SupersededVar => format!("superseded by {by}"),
+        Reason::DuplicateCall => format!("duplicate of {by}"),
+        Reason::StaleRead => format!("stale after edit {by}"),
+        Reason::RepeatedRun => format!("repeated by {by}"),
+        Reason::ResolvedError => format!("resolved by {by}"),
+        Reason::ReplacedNote => format!("replaced by {by}"),
+        other if by.is_empty() => other.code().to_owned(),
+        other => format!("{} ({by})", other.code()),
+    }
+}
+
+/// The rendered prompt and the lines it is made of.
+#[derive(Debug, Clone, Default)]
+pub struct Rendered {
+    /// The whole text.
+    pub text: String,
+    /// Its blocks (one per kept event or stub line, each ending in a newline).
+    pub lines: Vec<String>,
+}
+
+enum Slot {
+    Line(usize),
+    Stub(Vec<usize>),
+}
+
+/// Renders the compiled session: kept events as lines, retired ones as grouped stubs.
+pub fn render(session: &Session) -> Rendered {
+    let items = session.items();
+    let order = session.render_order();
+    let mut slots: Vec<Slot> = Vec::new();
+    // (reason, by) → (stub slot, group within it)
+    let mut groups: Vec<(Reason, Vec<String>, Vec<String>)> = Vec::new();
+    let mut group_of: HashMap<(Reason, Vec<String>), usize> = HashMap::new();
+    for &i in &order {
+        if matches!(items[i].kind, Kind::EdgeInjection { .. }) {
+            continue; // structure, not content
+        }
+        let Some(verdict) = session
+            .plan_of(i)
+            .verdict
+            .filter(|v| v.action == Action::Retire)
+        else {
+            slots.push(Slot::Line(i));
+            continue;
+        };
+        let by: Vec<String> = verdict.by.iter().map(|&b| items[b].id.clone()).collect();
+        let key = (verdict.reason, by.clone());
+        if let Some(&g) = group_of.get(&key) {
+            groups[g].2.push(items[i].id.clone());
+            continue;
+        }
+        let g = groups.len();
+        group_of.insert(key, g);
+        groups.push((verdict.reason, by, vec![items[i].id.clone()]));
+        match slots.last_mut() {
+            Some(Slot::Stub(gs)) => gs.push(g),
+            _ => slots.push(Slot::Stub(vec![g])),
+        }
+    }
+    let mut lines = Vec::with_capacity(slots.len());
+    for slot in slots {
+        match slot {
+            Slot::Line(i) => lines.push(event_line(&items[i])),
+            Slot::Stub(gs) => {
+                let count: usize = gs.iter().map(|&g| groups[g].2.len()).sum();
+                let parts: Vec<String> = gs
+                    .iter()
+                    .map(|&g| {
+                        let (reason, by, ids) = &groups[g];
+                        format!("{}: {}", ids.join(" "), reason_phrase(*reason, by))
+                    })
+                    .collect();
+                let word = if count == 1 { "receipt" } else { "receipts" };
+                lines.push(format!("[{word} {}]\n", parts.join("; ")));
+            }
+        }
+    }
+    let text = lines.concat();
+    Rendered { text, lines }
+}

@@ -1,0 +1,498 @@
+//! The incremental engine: items are appended, passes keep their indexes up to date, and the
+//! plan for any item is answered on demand.
+//!
+//! Batch compilation is the same engine fed the whole trace at once, so appending events one
+//! by one and compiling gives exactly what compiling the whole trace gives.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Diagnostic, Error};
+use crate::graph::Graph;
+use crate::ir::{Item, Kind, RetainUntil};
+use crate::passes::{AnyPass, Cx, Pass, event_pipeline};
+use crate::plan::{Action, Decision, Reason, Verdict};
+
+/// What protects items from every pass.
+///
+/// ```
+/// use ctxgc_core::RetentionPolicy;
+/// let policy = RetentionPolicy::default();
+/// assert_eq!(policy.min_importance, 8.0);
+/// assert!(policy.protected_tags.iter().any(|t| t == "keep"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RetentionPolicy {
+    /// Items with `importance` at or above this are protected (0–10 scale; `high` is 8).
+    pub min_importance: f64,
+    /// Items carrying any of these tags are protected.
+    pub protected_tags: Vec<String>,
+}
+
+impl Default for RetentionPolicy {
+    fn default() -> Self {
+        RetentionPolicy {
+            min_importance: 8.0,
+            protected_tags: ["keep", "pinned", "critical", "protected"]
+                .map(String::from)
+                .to_vec(),
+        }
+    }
+}
+
+/// The final decision on one item: the verdict in force, and any verdict retention overruled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemPlan {
+    /// The verdict in force (`None`: keep).
+    pub verdict: Option<Verdict>,
+    /// A verdict that retention metadata overruled (the item is kept).
+    pub protected_from: Option<Verdict>,
+}
+
+impl ItemPlan {
+    /// keep, retire or rewrite.
+    pub fn action(&self) -> Action {
+        self.verdict.as_ref().map_or(Action::Keep, |v| v.action)
+    }
+}
+
+/// A compilation session: append items, compile, read the plan.
+///
+/// ```
+/// use ctxgc_core::{Session, frontend::events::lower_events};
+/// let trace = r#"[
+///   {"id": "e1", "type": "set_var", "timestamp": 1, "key": "x", "value": 10},
+///   {"id": "e2", "type": "set_var", "timestamp": 2, "key": "x", "value": 20, "parent_id": "e1"}
+/// ]"#;
+/// let items = lower_events(trace, &Default::default()).unwrap();
+/// let mut session = Session::new(Default::default());
+/// session.extend(items).unwrap();
+/// session.compile();
+/// assert_eq!(session.plan_of(0).action(), ctxgc_core::Action::Retire);
+/// assert_eq!(session.plan_of(1).action(), ctxgc_core::Action::Keep);
+/// ```
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Session {
+    policy: RetentionPolicy,
+    items: Vec<Item>,
+    index_of: HashMap<String, usize>,
+    graph: Graph,
+    protected: Vec<bool>,
+    /// Items protected by `retain_until` a timestamp, by the ordered bits of that timestamp.
+    pending_timestamps: BTreeMap<u64, Vec<usize>>,
+    /// Items protected until an event id appears.
+    pending_events: HashMap<String, Vec<usize>>,
+    latest_timestamp: Option<f64>,
+    dead: Vec<bool>,
+    passes: Vec<AnyPass>,
+    compiled: usize,
+    protection_changed: Vec<usize>,
+    warnings: Vec<Diagnostic>,
+}
+
+/// Maps an f64 to a u64 whose order is the float's total order.
+fn ordered_bits(value: f64) -> u64 {
+    let bits = value.to_bits();
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | (1 << 63)
+    }
+}
+
+impl Session {
+    /// An empty session with the event pipeline.
+    pub fn new(policy: RetentionPolicy) -> Self {
+        Self::with_passes(policy, event_pipeline())
+    }
+
+    /// An empty session with the given passes, in order (structural passes first).
+    pub fn with_passes(policy: RetentionPolicy, passes: Vec<AnyPass>) -> Self {
+        Session {
+            policy,
+            items: Vec::new(),
+            index_of: HashMap::new(),
+            graph: Graph::default(),
+            protected: Vec::new(),
+            pending_timestamps: BTreeMap::new(),
+            pending_events: HashMap::new(),
+            latest_timestamp: None,
+            dead: Vec::new(),
+            passes,
+            compiled: 0,
+            protection_changed: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// The items, in input order.
+    pub fn items(&self) -> &[Item] {
+        &self.items
+    }
+
+    /// Position of the item with this id.
+    pub fn position(&self, id: &str) -> Option<usize> {
+        self.index_of.get(id).copied()
+    }
+
+    /// Warnings found while appending (self-edges ignored, ...).
+    pub fn warnings(&self) -> &[Diagnostic] {
+        &self.warnings
+    }
+
+    /// Appends one item.
+    pub fn append(&mut self, item: Item) -> Result<(), Error> {
+        self.extend(vec![item])
+    }
+
+    /// Appends items as one batch: references may point forward within the batch. Either the
+    /// whole batch is appended or, if any item is invalid, none is and every problem is listed.
+    pub fn extend(&mut self, items: Vec<Item>) -> Result<(), Error> {
+        self.validate(&items)?;
+        let start = self.items.len();
+        for (offset, item) in items.iter().enumerate() {
+            self.index_of.insert(item.id.clone(), start + offset);
+        }
+        self.items.extend(items);
+        let end = self.items.len();
+        self.graph.grow(end);
+        for i in start..end {
+            self.link(i);
+            self.register_protection(i);
+        }
+        self.dead.resize(end, false);
+        Ok(())
+    }
+
+    fn validate(&self, batch: &[Item]) -> Result<(), Error> {
+        let start = self.items.len();
+        let mut batch_ids: HashMap<&str, usize> = HashMap::new();
+        let mut problems = Vec::new();
+        for (offset, item) in batch.iter().enumerate() {
+            let index = start + offset;
+            let id = Some(item.id.clone());
+            if item.id.is_empty() {
+                problems.push(Diagnostic::new(
+                    index,
+                    None,
+                    Some("id"),
+                    "must be a non-empty string",
+                ));
+            } else if self.index_of.contains_key(&item.id)
+                || batch_ids.contains_key(item.id.as_str())
+            {
+                problems.push(Diagnostic::new(
+                    index,
+                    id.clone(),
+                    Some("id"),
+                    format!("duplicate id {:?}", item.id),
+                ));
+            } else {
+                batch_ids.insert(&item.id, index);
+            }
+        }
+        let lookup = |name: &str| -> Option<usize> {
+            self.index_of
+                .get(name)
+                .copied()
+                .or_else(|| batch_ids.get(name).copied())
+        };
+        let kind_of = |i: usize| -> &Kind {
+            if i < start {
+                &self.items[i].kind
+            } else {
+                &batch[i - start].kind
+            }
+        };
+        for (offset, item) in batch.iter().enumerate() {
+            let index = start + offset;
+            let id = Some(item.id.clone());
+            for (field, target) in item.references() {
+                let Some(t) = lookup(target) else {
+                    problems.push(Diagnostic::new(
+                        index,
+                        id.clone(),
+                        Some(field),
+                        format!("names no event: {target:?}"),
+                    ));
+                    continue;
+                };
+                match field {
+                    "call_id" if !matches!(kind_of(t), Kind::ToolCall(_)) => {
+                        problems.push(Diagnostic::new(
+                            index,
+                            id.clone(),
+                            Some(field),
+                            format!("{target:?} is not a tool_call event"),
+                        ))
+                    }
+                    "supersedes" if !matches!(kind_of(t), Kind::Note { .. }) => {
+                        problems.push(Diagnostic::new(
+                            index,
+                            id.clone(),
+                            Some(field),
+                            format!("{target:?} is not a decision, requirement or constraint"),
+                        ))
+                    }
+                    "supersedes" if t >= index => problems.push(Diagnostic::new(
+                        index,
+                        id.clone(),
+                        Some(field),
+                        format!("{target:?} does not come before this event"),
+                    )),
+                    _ => {}
+                }
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Invalid(problems))
+        }
+    }
+
+    fn link(&mut self, i: usize) {
+        let item = &self.items[i];
+        let mut edges = Vec::new();
+        if let Some(parent) = &item.parent
+            && let Some(&p) = self.index_of.get(parent)
+        {
+            edges.push((p, i, "parent_id"));
+        }
+        if let Kind::EdgeInjection { src, dst } = &item.kind
+            && let (Some(&s), Some(&d)) = (self.index_of.get(src), self.index_of.get(dst))
+        {
+            edges.push((s, d, "src"));
+        }
+        for (from, to, field) in edges {
+            if !self.graph.add_edge(from, to) {
+                self.warnings.push(Diagnostic::new(
+                    i,
+                    Some(self.items[i].id.clone()),
+                    Some(field),
+                    format!(
+                        "edge from {:?} to itself ignored; the event is kept",
+                        self.items[to].id
+                    ),
+                ));
+            }
+        }
+    }
+
+    fn base_protection(&self, item: &Item) -> bool {
+        matches!(item.kind, Kind::Opaque { .. })
+            || item
+                .retention
+                .importance
+                .is_some_and(|v| v >= self.policy.min_importance)
+            || item
+                .retention
+                .tags
+                .iter()
+                .any(|t| self.policy.protected_tags.contains(t))
+    }
+
+    fn retain_until_active(&self, item: &Item) -> bool {
+        match &item.retention.retain_until {
+            None => false,
+            Some(RetainUntil::Timestamp(t)) => self.latest_timestamp.is_none_or(|now| now <= *t),
+            Some(RetainUntil::Event(e)) => !self.index_of.contains_key(e),
+        }
+    }
+
+    fn register_protection(&mut self, i: usize) {
+        // The trace's clock moves first: this item's own timestamp counts.
+        if let Some(ts) = self.items[i].timestamp
+            && self.latest_timestamp.is_none_or(|now| ts > now)
+        {
+            self.latest_timestamp = Some(ts);
+            let expired: Vec<u64> = self
+                .pending_timestamps
+                .range(..ordered_bits(ts))
+                .map(|(k, _)| *k)
+                .collect();
+            for key in expired {
+                if let Some(list) = self.pending_timestamps.remove(&key) {
+                    self.protection_changed.extend(list);
+                }
+            }
+        }
+        if let Some(list) = self.pending_events.remove(&self.items[i].id) {
+            self.protection_changed.extend(list);
+        }
+        let item = &self.items[i];
+        let until = self.retain_until_active(item);
+        let protected = self.base_protection(item) || until;
+        if until {
+            match &item.retention.retain_until {
+                Some(RetainUntil::Timestamp(t)) => self
+                    .pending_timestamps
+                    .entry(ordered_bits(*t))
+                    .or_default()
+                    .push(i),
+                Some(RetainUntil::Event(e)) => {
+                    self.pending_events.entry(e.clone()).or_default().push(i)
+                }
+                None => {}
+            }
+        }
+        self.protected.push(protected);
+    }
+
+    /// Brings every pass up to date with what was appended since the last call. Costs in
+    /// proportion to what was appended (and to what it changed), not to the whole session.
+    pub fn compile(&mut self) {
+        let start = self.compiled;
+        let end = self.items.len();
+        self.graph.refresh(end);
+        let fresh = self.graph.take_fresh_edges();
+
+        // Expired protections.
+        let mut protection_changed = std::mem::take(&mut self.protection_changed);
+        protection_changed.sort_unstable();
+        protection_changed.dedup();
+        for &i in &protection_changed {
+            self.protected[i] =
+                self.base_protection(&self.items[i]) || self.retain_until_active(&self.items[i]);
+        }
+
+        // Structural passes decide survival.
+        let mut claims_changed = Vec::new();
+        {
+            let cx = Cx {
+                items: &self.items,
+                graph: &self.graph,
+                dead: &self.dead,
+                index_of: &self.index_of,
+                fresh_edges: &fresh,
+            };
+            for pass in self.passes.iter_mut().filter(|p| p.structural()) {
+                claims_changed.extend(pass.update(&cx, start..end, &protection_changed));
+            }
+        }
+        let mut candidates: Vec<usize> = claims_changed;
+        candidates.extend(protection_changed.iter().copied());
+        candidates.extend(start..end);
+        candidates.sort_unstable();
+        candidates.dedup();
+        let mut survival_changed = Vec::new();
+        for i in candidates {
+            let dead = !self.protected[i] && self.structural_claim(i).is_some();
+            if dead != self.dead[i] {
+                self.dead[i] = dead;
+                if i < start {
+                    survival_changed.push(i);
+                }
+            }
+        }
+        survival_changed.extend(protection_changed.iter().copied().filter(|&i| i < start));
+        survival_changed.sort_unstable();
+        survival_changed.dedup();
+
+        let cx = Cx {
+            items: &self.items,
+            graph: &self.graph,
+            dead: &self.dead,
+            index_of: &self.index_of,
+            fresh_edges: &fresh,
+        };
+        for pass in self.passes.iter_mut().filter(|p| !p.structural()) {
+            pass.update(&cx, start..end, &survival_changed);
+        }
+        self.compiled = end;
+    }
+
+    fn cx<'a>(&'a self) -> Cx<'a> {
+        Cx {
+            items: &self.items,
+            graph: &self.graph,
+            dead: &self.dead,
+            index_of: &self.index_of,
+            fresh_edges: &[],
+        }
+    }
+
+    fn structural_claim(&self, i: usize) -> Option<Verdict> {
+        let cx = self.cx();
+        self.passes
+            .iter()
+            .filter(|p| p.structural())
+            .find_map(|p| p.verdict(&cx, i))
+    }
+
+    /// True when item `i` is protected by retention metadata right now.
+    pub fn is_protected(&self, i: usize) -> bool {
+        self.protected.get(i).copied().unwrap_or(false)
+    }
+
+    /// The plan for item `i`, as of the last [`Session::compile`].
+    pub fn plan_of(&self, i: usize) -> ItemPlan {
+        let cx = self.cx();
+        let claim = self.passes.iter().find_map(|p| p.verdict(&cx, i));
+        if self.is_protected(i) {
+            ItemPlan {
+                verdict: None,
+                protected_from: claim,
+            }
+        } else {
+            ItemPlan {
+                verdict: claim,
+                protected_from: None,
+            }
+        }
+    }
+
+    /// Item positions in render order: topological along sequence edges, ties in input order
+    /// (plain input order when no edge points backwards).
+    pub fn render_order(&self) -> Vec<usize> {
+        match self.graph.order() {
+            Some(order) if order.len() == self.items.len() => order.to_vec(),
+            _ => (0..self.items.len()).collect(),
+        }
+    }
+
+    /// Every item's decision, as reported (ids, codes), in input order.
+    pub fn decisions(&self) -> Vec<Decision> {
+        (0..self.items.len()).map(|i| self.decision(i)).collect()
+    }
+
+    /// One item's decision, as reported.
+    pub fn decision(&self, i: usize) -> Decision {
+        let plan = self.plan_of(i);
+        match (&plan.verdict, &plan.protected_from) {
+            (Some(v), _) => Decision {
+                id: self.items[i].id.clone(),
+                action: v.action,
+                reason: Some(v.reason),
+                // A cycle's members justify each other; the item itself is not its own cause.
+                by: v
+                    .by
+                    .iter()
+                    .filter(|&&b| v.reason != Reason::Cycle || b != i)
+                    .map(|&b| self.items[b].id.clone())
+                    .collect(),
+                note: v.note.clone(),
+            },
+            (None, Some(v)) => Decision {
+                id: self.items[i].id.clone(),
+                action: Action::Keep,
+                reason: None,
+                by: Vec::new(),
+                note: Some(format!("protected by retention from {}", v.reason.code())),
+            },
+            (None, None) => Decision {
+                id: self.items[i].id.clone(),
+                action: Action::Keep,
+                reason: None,
+                by: Vec::new(),
+                note: None,
+            },
+        }
+    }
+
+    /// Reasons in force, for counting.
+    pub fn reason_of(&self, i: usize) -> Option<Reason> {
+        self.plan_of(i).verdict.map(|v| v.reason)
+    }
+}
