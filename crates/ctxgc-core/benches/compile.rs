@@ -1,1 +1,102 @@
-fn main() {}
+//! Compile-time benchmarks on generated traces (`ctxgc_core::synth`).
+//!
+//! - `single_shot/compile`: a lowered trace of N events → session → passes → rendered prompt.
+//! - `single_shot/lower_and_compile`: the same from JSONL text (parsing and validation included).
+//! - `incremental/append1_compile`: a live session of 100k events; append one event and bring
+//!   the plan up to date (what an agent loop pays per step).
+//! - `incremental/append1_compile_render`: the same, plus rendering the whole prompt.
+//!
+//! Run: `cargo bench -p ctxgc-core --bench compile`. Freeing the session is not measured
+//! (a compile's output is used, then freed, by the caller).
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
+use ctxgc_core::frontend::events::{EventOptions, lower_events};
+use ctxgc_core::render::prompt;
+use ctxgc_core::{Item, Session};
+
+fn lowered(n: usize) -> (String, Vec<Item>) {
+    let text = ctxgc_core::synth::events_jsonl(n, 42);
+    let items = lower_events(&text, &EventOptions::default()).expect("generated trace is valid");
+    (text, items)
+}
+
+fn single_shot(c: &mut Criterion) {
+    let mut group = c.benchmark_group("single_shot");
+    group.sample_size(10).measurement_time(Duration::from_secs(20));
+    for n in [10_000usize, 100_000, 1_000_000] {
+        let (text, items) = lowered(n);
+        group.bench_with_input(BenchmarkId::new("compile", n), &items, |b, items| {
+            b.iter_batched(
+                || items.clone(),
+                |items| {
+                    let mut session = Session::new(Default::default());
+                    session.extend(items).expect("valid");
+                    session.compile();
+                    let text = prompt::render(&session).text;
+                    // Returned, so that freeing it happens outside the measurement.
+                    (session, text)
+                },
+                BatchSize::LargeInput,
+            )
+        });
+        group.bench_with_input(BenchmarkId::new("lower_and_compile", n), &text, |b, text| {
+            b.iter(|| {
+                let items = lower_events(text, &EventOptions::default()).expect("valid");
+                let mut session = Session::new(Default::default());
+                session.extend(items).expect("valid");
+                session.compile();
+                black_box(prompt::render(&session).text.len())
+            })
+        });
+    }
+    group.finish();
+}
+
+fn next_event(n: usize, parent: &str) -> Item {
+    let raw = format!(
+        r#"{{"id":"x{n}","type":"set_var","timestamp":{},"parent_id":"{parent}","key":"var_{}","value":{n}}}"#,
+        10_000_000 + n,
+        n % 97
+    );
+    ctxgc_core::frontend::events::lower_event(0, &raw, serde_json::from_str(&raw).expect("json"), &EventOptions::default())
+        .expect("valid")
+}
+
+fn incremental(c: &mut Criterion) {
+    let mut group = c.benchmark_group("incremental");
+    group.sample_size(50);
+    let (_, items) = lowered(100_000);
+    let last = items.last().map(|i| i.id.clone()).unwrap_or_default();
+    let mut session = Session::new(Default::default());
+    session.extend(items).expect("valid");
+    session.compile();
+    let mut n = 0usize;
+    let mut parent = last.clone();
+    group.bench_function("append1_compile/100000", |b| {
+        b.iter(|| {
+            let item = next_event(n, &parent);
+            parent = item.id.clone();
+            n += 1;
+            session.append(item).expect("valid");
+            session.compile();
+            black_box(session.items().len())
+        })
+    });
+    group.bench_function("append1_compile_render/100000", |b| {
+        b.iter(|| {
+            let item = next_event(n, &parent);
+            parent = item.id.clone();
+            n += 1;
+            session.append(item).expect("valid");
+            session.compile();
+            black_box(prompt::render(&session).text.len())
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, single_shot, incremental);
+criterion_main!(benches);

@@ -6,11 +6,48 @@ use std::collections::BinaryHeap;
 
 use serde::{Deserialize, Serialize};
 
+const END: u32 = u32::MAX;
+
+/// Adjacency lists in two flat arrays (a linked list of edges per node): appending an edge
+/// allocates nothing per node, which matters at a million events.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Adjacency {
+    head: Vec<u32>,
+    /// `(neighbour, next edge of the same node)`.
+    edges: Vec<(u32, u32)>,
+}
+
+impl Adjacency {
+    fn grow(&mut self, len: usize) {
+        if self.head.len() < len {
+            self.head.resize(len, END);
+        }
+    }
+
+    fn push(&mut self, from: usize, to: usize) {
+        let e = self.edges.len() as u32;
+        self.edges.push((to as u32, self.head[from]));
+        self.head[from] = e;
+    }
+
+    fn iter(&self, from: usize) -> impl Iterator<Item = usize> + '_ {
+        let mut e = self.head.get(from).copied().unwrap_or(END);
+        std::iter::from_fn(move || {
+            if e == END {
+                return None;
+            }
+            let (to, next) = self.edges[e as usize];
+            e = next;
+            Some(to as usize)
+        })
+    }
+}
+
 /// The sequence graph. Edges point from parent to child.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Graph {
-    parents: Vec<Vec<usize>>,
-    children: Vec<Vec<usize>>,
+    parents: Adjacency,
+    children: Adjacency,
     /// Edges added since the passes last looked, `(parent, child)`.
     fresh: Vec<(usize, usize)>,
     /// Whether some edge points from a later item to an earlier one. Only then can a cycle
@@ -28,10 +65,8 @@ pub struct Graph {
 impl Graph {
     /// Makes room for items up to `len`.
     pub fn grow(&mut self, len: usize) {
-        if self.parents.len() < len {
-            self.parents.resize_with(len, Vec::new);
-            self.children.resize_with(len, Vec::new);
-        }
+        self.parents.grow(len);
+        self.children.grow(len);
     }
 
     /// Adds the edge `parent → child`. Returns false (and adds nothing) for a self-loop.
@@ -40,11 +75,11 @@ impl Graph {
             return false;
         }
         self.grow(parent.max(child) + 1);
-        if self.children[parent].contains(&child) {
+        if self.children.iter(parent).any(|c| c == child) {
             return true;
         }
-        self.children[parent].push(child);
-        self.parents[child].push(parent);
+        self.children.push(parent, child);
+        self.parents.push(child, parent);
         self.fresh.push((parent, child));
         if parent > child {
             self.has_back_edges = true;
@@ -54,13 +89,13 @@ impl Graph {
     }
 
     /// Parents of an item.
-    pub fn parents(&self, item: usize) -> &[usize] {
-        self.parents.get(item).map_or(&[], Vec::as_slice)
+    pub fn parents(&self, item: usize) -> impl Iterator<Item = usize> + '_ {
+        self.parents.iter(item)
     }
 
     /// Children of an item.
-    pub fn children(&self, item: usize) -> &[usize] {
-        self.children.get(item).map_or(&[], Vec::as_slice)
+    pub fn children(&self, item: usize) -> impl Iterator<Item = usize> + '_ {
+        self.children.iter(item)
     }
 
     /// Takes the edges added since the last call.
@@ -95,8 +130,8 @@ impl Graph {
         for _ in 0..len {
             pg.add_node(());
         }
-        for (parent, kids) in self.children.iter().enumerate().take(len) {
-            for &child in kids {
+        for parent in 0..len {
+            for child in self.children.iter(parent) {
                 pg.add_edge(
                     petgraph::graph::NodeIndex::new(parent),
                     petgraph::graph::NodeIndex::new(child),
@@ -121,8 +156,8 @@ impl Graph {
         // Kahn's algorithm over the condensation; ties go to the component whose first item
         // comes first in the input, so an in-order trace renders in input order.
         let mut indegree = vec![0usize; members.len()];
-        for (parent, kids) in self.children.iter().enumerate().take(len) {
-            for &child in kids {
+        for parent in 0..len {
+            for child in self.children.iter(parent) {
                 if component[parent] != component[child] {
                     indegree[component[child]] += 1;
                 }
@@ -138,7 +173,7 @@ impl Graph {
         while let Some(Reverse((_, id))) = ready.pop() {
             for &m in &members[id] {
                 order.push(m);
-                for &child in &self.children[m] {
+                for child in self.children.iter(m) {
                     let c = component[child];
                     if c != id {
                         indegree[c] -= 1;

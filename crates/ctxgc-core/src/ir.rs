@@ -328,30 +328,28 @@ impl Item {
         }
     }
 
-    /// Ids of other items this item refers to, with the field that names them.
-    pub fn references(&self) -> Vec<(&'static str, &str)> {
-        let mut refs = Vec::new();
+    /// Calls `f(field, id)` for every other item this item refers to.
+    pub fn for_each_reference<'a>(&'a self, mut f: impl FnMut(&'static str, &'a str)) {
         if let Some(parent) = &self.parent {
-            refs.push(("parent_id", parent.as_str()));
+            f("parent_id", parent);
         }
         match &self.kind {
-            Kind::ToolResult(out) => refs.push(("call_id", out.call_id.as_str())),
-            Kind::Abandon { targets } => {
-                refs.extend(targets.iter().map(|t| ("ref_to", t.as_str())));
-            }
-            Kind::Note { supersedes, .. } => {
-                refs.extend(supersedes.iter().map(|t| ("supersedes", t.as_str())));
-            }
-            Kind::Error {
-                related_to: Some(r),
-                ..
-            } => refs.push(("related_to", r.as_str())),
+            Kind::ToolResult(out) => f("call_id", &out.call_id),
+            Kind::Abandon { targets } => targets.iter().for_each(|t| f("ref_to", t)),
+            Kind::Note { supersedes, .. } => supersedes.iter().for_each(|t| f("supersedes", t)),
+            Kind::Error { related_to: Some(r), .. } => f("related_to", r),
             Kind::EdgeInjection { src, dst } => {
-                refs.push(("src", src.as_str()));
-                refs.push(("dst", dst.as_str()));
+                f("src", src);
+                f("dst", dst);
             }
             _ => {}
         }
+    }
+
+    /// Ids of other items this item refers to, with the field that names them.
+    pub fn references(&self) -> Vec<(&'static str, &str)> {
+        let mut refs = Vec::new();
+        self.for_each_reference(|field, id| refs.push((field, id)));
         refs
     }
 }

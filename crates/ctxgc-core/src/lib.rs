@@ -19,6 +19,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod chat;
 pub mod compile;
 pub mod error;
 pub mod frontend;
@@ -28,7 +29,10 @@ pub mod passes;
 pub mod plan;
 pub mod render;
 pub mod session;
+pub mod store;
+pub mod synth;
 pub mod tokens;
+pub mod validate;
 
 pub use compile::{Compiled, Options, Receipt, compile, receipt};
 pub use error::{Diagnostic, Error};

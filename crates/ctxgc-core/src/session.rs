@@ -4,7 +4,9 @@
 //! Batch compilation is the same engine fed the whole trace at once, so appending events one
 //! by one and compiling gives exactly what compiling the whole trace gives.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -112,11 +114,11 @@ impl Session {
         Session {
             policy,
             items: Vec::new(),
-            index_of: HashMap::new(),
+            index_of: HashMap::default(),
             graph: Graph::default(),
             protected: Vec::new(),
             pending_timestamps: BTreeMap::new(),
-            pending_events: HashMap::new(),
+            pending_events: HashMap::default(),
             latest_timestamp: None,
             dead: Vec::new(),
             passes,
@@ -149,14 +151,22 @@ impl Session {
     /// Appends items as one batch: references may point forward within the batch. Either the
     /// whole batch is appended or, if any item is invalid, none is and every problem is listed.
     pub fn extend(&mut self, items: Vec<Item>) -> Result<(), Error> {
-        self.validate(&items)?;
         let start = self.items.len();
-        for (offset, item) in items.iter().enumerate() {
-            self.index_of.insert(item.id.clone(), start + offset);
+        let mut problems = self.register_ids(&items);
+        problems.extend(self.check_references(&items));
+        if !problems.is_empty() {
+            problems.sort_by_key(|p| p.index);
+            for item in &items {
+                if self.index_of.get(&item.id).is_some_and(|&i| i >= start) {
+                    self.index_of.remove(&item.id);
+                }
+            }
+            return Err(Error::Invalid(problems));
         }
         self.items.extend(items);
         let end = self.items.len();
         self.graph.grow(end);
+        self.protected.reserve(end - start);
         for i in start..end {
             self.link(i);
             self.register_protection(i);
@@ -165,91 +175,59 @@ impl Session {
         Ok(())
     }
 
-    fn validate(&self, batch: &[Item]) -> Result<(), Error> {
+    /// Enters the batch's ids in the index (the caller undoes it if the batch is refused) and
+    /// lists empty and duplicate ids.
+    fn register_ids(&mut self, batch: &[Item]) -> Vec<Diagnostic> {
         let start = self.items.len();
-        let mut batch_ids: HashMap<&str, usize> = HashMap::new();
         let mut problems = Vec::new();
+        self.index_of.reserve(batch.len());
         for (offset, item) in batch.iter().enumerate() {
             let index = start + offset;
-            let id = Some(item.id.clone());
             if item.id.is_empty() {
+                problems.push(Diagnostic::new(index, None, Some("id"), "must be a non-empty string"));
+            } else if self.index_of.contains_key(&item.id) {
                 problems.push(Diagnostic::new(
                     index,
-                    None,
-                    Some("id"),
-                    "must be a non-empty string",
-                ));
-            } else if self.index_of.contains_key(&item.id)
-                || batch_ids.contains_key(item.id.as_str())
-            {
-                problems.push(Diagnostic::new(
-                    index,
-                    id.clone(),
+                    Some(item.id.clone()),
                     Some("id"),
                     format!("duplicate id {:?}", item.id),
                 ));
             } else {
-                batch_ids.insert(&item.id, index);
+                self.index_of.insert(item.id.clone(), index);
             }
         }
-        let lookup = |name: &str| -> Option<usize> {
-            self.index_of
-                .get(name)
-                .copied()
-                .or_else(|| batch_ids.get(name).copied())
-        };
+        problems
+    }
+
+    /// Checks every reference of the batch against the index (which holds the batch's ids).
+    fn check_references(&self, batch: &[Item]) -> Vec<Diagnostic> {
+        let start = self.items.len();
         let kind_of = |i: usize| -> &Kind {
-            if i < start {
-                &self.items[i].kind
-            } else {
-                &batch[i - start].kind
-            }
+            if i < start { &self.items[i].kind } else { &batch[i - start].kind }
         };
+        let mut problems = Vec::new();
         for (offset, item) in batch.iter().enumerate() {
             let index = start + offset;
-            let id = Some(item.id.clone());
-            for (field, target) in item.references() {
-                let Some(t) = lookup(target) else {
-                    problems.push(Diagnostic::new(
-                        index,
-                        id.clone(),
-                        Some(field),
-                        format!("names no event: {target:?}"),
-                    ));
-                    continue;
+            item.for_each_reference(|field, target| {
+                let problem = match self.index_of.get(target).copied() {
+                    None => Some(format!("names no event: {target:?}")),
+                    Some(t) => match field {
+                        "call_id" if !matches!(kind_of(t), Kind::ToolCall(_)) => {
+                            Some(format!("{target:?} is not a tool_call event"))
+                        }
+                        "supersedes" if !matches!(kind_of(t), Kind::Note { .. }) => {
+                            Some(format!("{target:?} is not a decision, requirement or constraint"))
+                        }
+                        "supersedes" if t >= index => Some(format!("{target:?} does not come before this event")),
+                        _ => None,
+                    },
                 };
-                match field {
-                    "call_id" if !matches!(kind_of(t), Kind::ToolCall(_)) => {
-                        problems.push(Diagnostic::new(
-                            index,
-                            id.clone(),
-                            Some(field),
-                            format!("{target:?} is not a tool_call event"),
-                        ))
-                    }
-                    "supersedes" if !matches!(kind_of(t), Kind::Note { .. }) => {
-                        problems.push(Diagnostic::new(
-                            index,
-                            id.clone(),
-                            Some(field),
-                            format!("{target:?} is not a decision, requirement or constraint"),
-                        ))
-                    }
-                    "supersedes" if t >= index => problems.push(Diagnostic::new(
-                        index,
-                        id.clone(),
-                        Some(field),
-                        format!("{target:?} does not come before this event"),
-                    )),
-                    _ => {}
+                if let Some(message) = problem {
+                    problems.push(Diagnostic::new(index, Some(item.id.clone()), Some(field), message));
                 }
-            }
+            });
         }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(Error::Invalid(problems))
-        }
+        problems
     }
 
     fn link(&mut self, i: usize) {
@@ -322,6 +300,10 @@ impl Session {
             self.protection_changed.extend(list);
         }
         let item = &self.items[i];
+        if item.retention.is_empty() && !matches!(item.kind, Kind::Opaque { .. }) {
+            self.protected.push(false);
+            return;
+        }
         let until = self.retain_until_active(item);
         let protected = self.base_protection(item) || until;
         if until {

@@ -238,7 +238,7 @@ pub fn lower_event(
     value: Value,
     options: &EventOptions,
 ) -> Result<Item, Vec<Diagnostic>> {
-    let Value::Object(map) = &value else {
+    let Value::Object(mut map) = value else {
         return Err(vec![Diagnostic::new(
             index,
             None,
@@ -246,6 +246,21 @@ pub fn lower_event(
             format!("expected an event object, found {}", type_name(&value)),
         )]);
     };
+    // Payload fields (possibly huge) are moved out rather than copied.
+    let mut payloads: Vec<(&'static str, Value)> = ["value", "arguments", "result"]
+        .into_iter()
+        .filter_map(|name| map.remove(name).map(|v| (name, v)))
+        .collect();
+    let mut take_payload = |f: &mut Fields<'_>, name: &'static str| -> Value {
+        match payloads.iter().position(|(n, _)| *n == name) {
+            Some(pos) => payloads.swap_remove(pos).1,
+            None => {
+                f.problem(name, "missing required field");
+                Value::Null
+            }
+        }
+    };
+    let map = &map;
     let mut f = Fields {
         index,
         id: None,
@@ -305,12 +320,12 @@ pub fn lower_event(
     let kind = match ty.as_str() {
         "set_var" => {
             let key = f.string("key");
-            let value = f.required("value").cloned().unwrap_or(Value::Null);
+            let value = take_payload(&mut f, "value");
             Kind::SetVar { key, value }
         }
         "tool_call" => {
             let name = f.string("tool_name");
-            let arguments = f.required("arguments").cloned().unwrap_or(Value::Null);
+            let arguments = take_payload(&mut f, "arguments");
             Kind::ToolCall(Call {
                 call_id: id.clone(),
                 name,
@@ -319,7 +334,7 @@ pub fn lower_event(
         }
         "tool_result" => {
             let call_id = f.string("call_id");
-            let output = f.required("result").cloned().unwrap_or(Value::Null);
+            let output = take_payload(&mut f, "result");
             let is_error = matches!(f.get("is_error"), Some(Value::Bool(true)));
             Kind::ToolResult(ToolOutput {
                 call_id,
@@ -441,11 +456,13 @@ pub fn lower_event(
             }
         }
     };
-    let extra: Map<String, Value> = map
+    let mut extra: Map<String, Value> = map
         .iter()
         .filter(|(k, _)| !f.used.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
+    // Payload fields this type does not use are extra fields like any other.
+    extra.extend(payloads.into_iter().map(|(k, v)| (k.to_owned(), v)));
     if !f.problems.is_empty() {
         return Err(f.problems);
     }
@@ -470,8 +487,9 @@ fn run(
     outcome: String,
 ) -> Kind {
     let mut rest = f.map.clone();
-    for c in COMMON {
-        rest.remove(c);
+    // What was run is compared through its normalised identity, everything else exactly.
+    for c in COMMON.iter().chain(&["command", "test_names", "content", "target"]) {
+        rest.remove(*c);
     }
     let signature = format!("{identity}\u{1e}{}", canonical_json(&Value::Object(rest)));
     Kind::Run(Run {

@@ -9,7 +9,11 @@ use serde_json::value::RawValue;
 use crate::error::Error;
 use crate::ir::Format;
 
+pub mod anthropic;
 pub mod events;
+pub mod openai;
+pub mod records;
+pub mod responses;
 
 /// How the items of an input are laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -318,6 +322,9 @@ pub fn lower_conversations(
             items: events::lower_events(text, &options.events)?,
             raw: text.to_owned(),
         }]),
+        Format::OpenaiChat | Format::Anthropic | Format::Responses => {
+            crate::chat::compile::conversations(text, options)
+        }
         other => Err(Error::UnknownFormat(format!(
             "{} input is not supported yet",
             other.name()

@@ -18,7 +18,7 @@
 //!
 //! **Code.** `cycle`.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
@@ -71,5 +71,52 @@ impl Pass for Cycles {
     fn verdict(&self, _cx: &Cx<'_>, i: usize) -> Option<Verdict> {
         let id = *self.component_of.get(&i)?;
         Some(Verdict::retire(Reason::Cycle, self.components[id].clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::passes::testing::run;
+    use crate::plan::Reason;
+
+    #[test]
+    fn injected_edge_cycle_collapses_to_one_stub() {
+        let out = run(&[
+            json!({"id": "c1", "type": "decision", "content": "poll"}),
+            json!({"id": "c2", "type": "decision", "parent_id": "c1", "content": "retry"}),
+            json!({"id": "c3", "type": "decision", "parent_id": "c2", "content": "poll again"}),
+            json!({"id": "x", "type": "edge_injection", "src": "c3", "dst": "c1"}),
+            json!({"id": "after", "type": "decision", "parent_id": "c3", "content": "done"}),
+        ]);
+        assert!(out.retired("c1", Reason::Cycle, &["c2", "c3"]));
+        assert!(out.retired("c3", Reason::Cycle, &["c1", "c2"]));
+        assert!(out.kept("after"));
+        assert_eq!(
+            out.output,
+            "[receipts c1 c2 c3: cycle collapsed]\n[after] decision: done\n"
+        );
+    }
+
+    #[test]
+    fn critical_members_are_not_collapsed() {
+        let out = run(&[
+            json!({"id": "c1", "type": "decision", "content": "poll"}),
+            json!({"id": "c2", "type": "decision", "parent_id": "c1", "content": "vital", "tags": ["critical"]}),
+            json!({"id": "x", "type": "edge_injection", "src": "c2", "dst": "c1"}),
+        ]);
+        assert!(out.kept("c2"));
+        assert!(out.retired("c1", Reason::Cycle, &["c2"]));
+        assert!(out.output.contains("[c2] decision: vital"));
+    }
+
+    #[test]
+    fn self_parent_event_is_kept_with_a_warning() {
+        let text = r#"{"id":"s","type":"decision","timestamp":1,"parent_id":"s","content":"me"}"#;
+        let out = crate::compile(text, &Default::default()).unwrap();
+        assert_eq!(out.output, "[s] decision: me\n");
+        assert_eq!(out.warnings.len(), 1);
+        assert!(out.warnings[0].to_string().contains("ignored"));
     }
 }

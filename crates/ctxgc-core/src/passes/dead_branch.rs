@@ -52,7 +52,7 @@ impl DeadBranches {
             }
             self.killed_by[node] = abandon as u32;
             changed.push(node);
-            stack.extend(cx.graph.children(node).iter().copied());
+            stack.extend(cx.graph.children(node));
         }
     }
 }
@@ -96,5 +96,51 @@ impl Pass for DeadBranches {
             Some(&k) if k != NONE => Some(Verdict::retire(Reason::DeadBranch, vec![k as usize])),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::passes::testing::run;
+    use crate::plan::Reason;
+
+    #[test]
+    fn retires_branch_and_keeps_sibling() {
+        let out = run(&[
+            json!({"id": "root", "type": "decision", "content": "start"}),
+            json!({"id": "a1", "type": "decision", "parent_id": "root", "content": "try A"}),
+            json!({"id": "a2", "type": "set_var", "parent_id": "a1", "key": "k", "value": 1}),
+            json!({"id": "ab", "type": "abandon", "parent_id": "a2", "ref_to": ["a1"]}),
+            json!({"id": "b1", "type": "decision", "parent_id": "root", "content": "try B"}),
+        ]);
+        for id in ["a1", "a2", "ab"] {
+            assert!(out.retired(id, Reason::DeadBranch, &["ab"]), "{id}");
+        }
+        assert!(out.kept("root") && out.kept("b1"));
+        assert!(out.output.contains("[receipts a1 a2 ab: inside branch abandoned by ab]"));
+    }
+
+    #[test]
+    fn children_arriving_after_the_abandon_are_dead_too() {
+        let out = run(&[
+            json!({"id": "a1", "type": "decision", "content": "try A"}),
+            json!({"id": "ab", "type": "abandon", "ref_to": ["a1"]}),
+            json!({"id": "late", "type": "file_read", "parent_id": "a1", "path": "x"}),
+        ]);
+        assert!(out.retired("late", Reason::DeadBranch, &["ab"]));
+        assert!(out.kept("ab"), "an abandon outside its branch stays");
+    }
+
+    #[test]
+    fn protected_events_in_a_dead_branch_stay() {
+        let out = run(&[
+            json!({"id": "a1", "type": "decision", "content": "try A"}),
+            json!({"id": "a2", "type": "decision", "parent_id": "a1", "content": "key finding", "importance": "critical"}),
+            json!({"id": "ab", "type": "abandon", "ref_to": ["a1"]}),
+        ]);
+        assert!(out.kept("a2"));
+        assert_eq!(out.of("a2").note.as_deref(), Some("protected by retention from dead-branch"));
     }
 }

@@ -18,7 +18,9 @@
 //!
 //! **Code.** `duplicate-call`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap as HashMap;
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
@@ -111,5 +113,53 @@ impl Pass for DuplicateCalls {
         let (fc, fr) = group.pairs[first];
         (first < *pos && cx.survives(c) && cx.survives(r))
             .then(|| Verdict::retire(Reason::DuplicateCall, vec![fc, fr]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::passes::testing::run;
+    use crate::plan::Reason;
+
+    #[test]
+    fn identical_pair_retired_pointing_at_the_first() {
+        let out = run(&[
+            json!({"id": "c1", "type": "tool_call", "tool_name": "get", "arguments": {"a": 1, "b": 2}}),
+            json!({"id": "r1", "type": "tool_result", "call_id": "c1", "result": {"v": "x"}}),
+            json!({"id": "c2", "type": "tool_call", "tool_name": "get", "arguments": {"b": 2, "a": 1}}),
+            json!({"id": "r2", "type": "tool_result", "call_id": "c2", "result": {"v": "x"}}),
+        ]);
+        assert!(out.retired("c2", Reason::DuplicateCall, &["c1", "r1"]));
+        assert!(out.retired("r2", Reason::DuplicateCall, &["c1", "r1"]));
+        assert!(out.kept("c1") && out.kept("r1"));
+    }
+
+    #[test]
+    fn different_result_is_not_a_duplicate() {
+        let out = run(&[
+            json!({"id": "c1", "type": "tool_call", "tool_name": "get", "arguments": {}}),
+            json!({"id": "r1", "type": "tool_result", "call_id": "c1", "result": "old"}),
+            json!({"id": "c2", "type": "tool_call", "tool_name": "get", "arguments": {}}),
+            json!({"id": "r2", "type": "tool_result", "call_id": "c2", "result": "new"}),
+        ]);
+        assert!(out.kept("c2") && out.kept("r2"));
+    }
+
+    #[test]
+    fn first_surviving_twin_is_kept_when_the_first_is_dead() {
+        let out = run(&[
+            json!({"id": "b", "type": "decision", "content": "branch"}),
+            json!({"id": "c1", "type": "tool_call", "parent_id": "b", "tool_name": "get", "arguments": {}}),
+            json!({"id": "r1", "type": "tool_result", "parent_id": "c1", "call_id": "c1", "result": "x"}),
+            json!({"id": "ab", "type": "abandon", "parent_id": "r1", "ref_to": ["b"]}),
+            json!({"id": "c2", "type": "tool_call", "tool_name": "get", "arguments": {}}),
+            json!({"id": "r2", "type": "tool_result", "call_id": "c2", "result": "x"}),
+            json!({"id": "c3", "type": "tool_call", "tool_name": "get", "arguments": {}}),
+            json!({"id": "r3", "type": "tool_result", "call_id": "c3", "result": "x"}),
+        ]);
+        assert!(out.kept("c2") && out.kept("r2"));
+        assert!(out.retired("r3", Reason::DuplicateCall, &["c2", "r2"]));
     }
 }

@@ -8,7 +8,7 @@
 //! item in constant or logarithmic time. Structural passes (dead branches, cycles) decide
 //! which items survive; the others only look at survivors.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
@@ -17,13 +17,22 @@ use crate::graph::Graph;
 use crate::ir::Item;
 use crate::plan::{Reason, Verdict};
 
+pub mod chat;
+pub mod compact_json;
 pub mod cycles;
 pub mod dead_branch;
 pub mod duplicate_calls;
+pub mod duplicate_results;
+pub mod fold_text;
+pub mod replaced_register;
 pub mod repeated_runs;
 pub mod replaced_notes;
 pub mod resolved_errors;
+pub mod sample_rows;
 pub mod stale_reads;
+pub mod state_blocks;
+pub mod superseded_facts;
+pub mod superseded_reads;
 pub mod superseded_vars;
 
 /// What a pass sees.
@@ -99,6 +108,24 @@ pub enum AnyPass {
     ResolvedError(resolved_errors::ResolvedErrors),
     /// [`replaced_notes::ReplacedNotes`]
     ReplacedNote(replaced_notes::ReplacedNotes),
+    /// [`chat::ChatPasses`]: the chat passes, run together.
+    Chat(chat::ChatPasses),
+    /// [`superseded_facts::SupersededFacts`]
+    SupersededFact(superseded_facts::SupersededFacts),
+    /// [`replaced_register::ReplacedRegister`]
+    Register(replaced_register::ReplacedRegister),
+    /// [`superseded_reads::SupersededReads`]
+    SupersededRead(superseded_reads::SupersededReads),
+    /// [`duplicate_results::DuplicateResults`]
+    DuplicateResult(duplicate_results::DuplicateResults),
+    /// [`sample_rows::SampleRows`]
+    SampleRows(sample_rows::SampleRows),
+    /// [`fold_text::FoldText`]
+    FoldText(fold_text::FoldText),
+    /// [`compact_json::CompactJson`]
+    CompactJson(compact_json::CompactJson),
+    /// [`state_blocks::StateBlocks`]
+    StateBlock(state_blocks::StateBlocks),
 }
 
 macro_rules! dispatch {
@@ -112,6 +139,15 @@ macro_rules! dispatch {
             AnyPass::RepeatedRun($p) => $e,
             AnyPass::ResolvedError($p) => $e,
             AnyPass::ReplacedNote($p) => $e,
+            AnyPass::Chat($p) => $e,
+            AnyPass::SupersededFact($p) => $e,
+            AnyPass::Register($p) => $e,
+            AnyPass::SupersededRead($p) => $e,
+            AnyPass::DuplicateResult($p) => $e,
+            AnyPass::SampleRows($p) => $e,
+            AnyPass::FoldText($p) => $e,
+            AnyPass::CompactJson($p) => $e,
+            AnyPass::StateBlock($p) => $e,
         }
     };
 }
@@ -145,6 +181,23 @@ pub fn event_pipeline() -> Vec<AnyPass> {
     ]
 }
 
+/// The chat pipeline for a configuration (see [`crate::chat::Preset`]): one [`chat::ChatPasses`]
+/// running, in merge order, superseded-fact, register, superseded-read, duplicate-result,
+/// sample-rows, fold-text, compact-json and state-block. Passes the preset turns off are
+/// configured to claim nothing.
+pub fn chat_pipeline(config: &crate::chat::ChatConfig) -> Vec<AnyPass> {
+    vec![AnyPass::Chat(chat::ChatPasses::new(vec![
+        AnyPass::SupersededFact(superseded_facts::SupersededFacts::new(config)),
+        AnyPass::Register(Default::default()),
+        AnyPass::SupersededRead(superseded_reads::SupersededReads::new(config.clone())),
+        AnyPass::DuplicateResult(duplicate_results::DuplicateResults::new(config.clone())),
+        AnyPass::SampleRows(sample_rows::SampleRows::new(config.clone())),
+        AnyPass::FoldText(fold_text::FoldText::new(config.clone())),
+        AnyPass::CompactJson(compact_json::CompactJson::new(config.clone())),
+        AnyPass::StateBlock(state_blocks::StateBlocks::new(config.clone())),
+    ]))]
+}
+
 /// Every pass's documentation, in pipeline order.
 pub fn docs() -> Vec<&'static PassDoc> {
     vec![
@@ -156,10 +209,65 @@ pub fn docs() -> Vec<&'static PassDoc> {
         &repeated_runs::DOC,
         &resolved_errors::DOC,
         &replaced_notes::DOC,
+        &superseded_facts::DOC,
+        &replaced_register::DOC,
+        &superseded_reads::DOC,
+        &duplicate_results::DOC,
+        &sample_rows::DOC,
+        &fold_text::DOC,
+        &compact_json::DOC,
+        &state_blocks::DOC,
+        &chat::DOC,
     ]
 }
 
 /// The documentation of the pass that emits `reason`.
 pub fn doc_for(reason: Reason) -> Option<&'static PassDoc> {
     docs().into_iter().find(|d| d.codes.contains(&reason))
+}
+
+/// Test support: compile a JSONL trace and read decisions by id.
+#[cfg(test)]
+pub(crate) mod testing {
+    use crate::compile::{Options, compile};
+    use crate::plan::{Action, Decision, Reason};
+
+    /// A compiled trace's decisions and output.
+    pub struct Outcome {
+        pub decisions: Vec<Decision>,
+        pub output: String,
+    }
+
+    impl Outcome {
+        pub fn of(&self, id: &str) -> &Decision {
+            self.decisions
+                .iter()
+                .find(|d| d.id == id)
+                .unwrap_or_else(|| panic!("no decision for {id}"))
+        }
+        pub fn kept(&self, id: &str) -> bool {
+            self.of(id).action == Action::Keep
+        }
+        pub fn retired(&self, id: &str, reason: Reason, by: &[&str]) -> bool {
+            let d = self.of(id);
+            d.action == Action::Retire && d.reason == Some(reason) && d.by == by
+        }
+    }
+
+    /// Compiles events given one per line (timestamps default to the line number).
+    pub fn run(lines: &[serde_json::Value]) -> Outcome {
+        let text: String = lines
+            .iter()
+            .enumerate()
+            .map(|(n, e)| {
+                let mut e = e.clone();
+                if e.get("timestamp").is_none() && e["type"] != "edge_injection" {
+                    e["timestamp"] = serde_json::json!(n);
+                }
+                format!("{e}\n")
+            })
+            .collect();
+        let out = compile(&text, &Options::default()).expect("test trace compiles");
+        Outcome { decisions: out.decisions, output: out.output }
+    }
 }

@@ -17,7 +17,7 @@
 //!
 //! **Code.** `repeated-run`.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
@@ -78,5 +78,42 @@ impl Pass for RepeatedRuns {
             .map(|&(m, _)| m)
             .find(|&m| cx.survives(m))?;
         Some(Verdict::retire(Reason::RepeatedRun, vec![latest]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::passes::testing::run;
+    use crate::plan::Reason;
+
+    #[test]
+    fn identical_successes_keep_the_latest() {
+        let out = run(&[
+            json!({"id": "t1", "type": "command_run", "command": "cargo  test", "exit_code": 0}),
+            json!({"id": "x", "type": "file_read", "path": "README.md"}),
+            json!({"id": "t2", "type": "command_run", "command": "cargo test", "exit_code": 0}),
+            json!({"id": "t3", "type": "command_run", "command": "cargo test", "exit_code": 0}),
+        ]);
+        assert!(out.retired("t1", Reason::RepeatedRun, &["t3"]));
+        assert!(out.retired("t2", Reason::RepeatedRun, &["t3"]));
+        assert!(out.kept("t3"));
+    }
+
+    #[test]
+    fn an_edit_in_between_or_a_failure_keeps_both() {
+        let out = run(&[
+            json!({"id": "t1", "type": "test_run", "test_names": ["a", "b"], "exit_code": 0, "passed_count": 2, "failed_count": 0}),
+            json!({"id": "e", "type": "file_edit", "path": "a.rs", "diff_hash": "1"}),
+            json!({"id": "t2", "type": "test_run", "test_names": ["b", "a"], "exit_code": 0, "passed_count": 2, "failed_count": 0}),
+            json!({"id": "f1", "type": "build_run", "exit_code": 2}),
+            json!({"id": "f2", "type": "build_run", "exit_code": 2}),
+            json!({"id": "v1", "type": "verification", "content": "api up", "passed": true}),
+            json!({"id": "v2", "type": "verification", "content": "api up", "passed": true}),
+        ]);
+        assert!(out.kept("t1") && out.kept("t2"));
+        assert!(out.kept("f1") && out.kept("f2"), "failures are never retired here");
+        assert!(out.retired("v1", Reason::RepeatedRun, &["v2"]));
     }
 }

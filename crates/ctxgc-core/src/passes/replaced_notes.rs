@@ -16,7 +16,7 @@
 //!
 //! **Code.** `replaced-note`.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
@@ -65,5 +65,37 @@ impl Pass for ReplacedNotes {
             .find(|&r| cx.survives(r))?;
         cx.survives(i)
             .then(|| Verdict::retire(Reason::ReplacedNote, vec![by]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::passes::testing::run;
+    use crate::plan::Reason;
+
+    #[test]
+    fn explicit_supersedes_retires_only_the_named_note() {
+        let out = run(&[
+            json!({"id": "d1", "type": "decision", "content": "use PostgreSQL"}),
+            json!({"id": "r1", "type": "requirement", "content": "p99 under 50 ms"}),
+            json!({"id": "d2", "type": "decision", "content": "use SQLite", "supersedes": "d1"}),
+            json!({"id": "k1", "type": "constraint", "content": "no network", "supersedes": ["r1"]}),
+        ]);
+        assert!(out.retired("d1", Reason::ReplacedNote, &["d2"]));
+        assert!(out.retired("r1", Reason::ReplacedNote, &["k1"]));
+        assert!(out.kept("d2") && out.kept("k1"));
+    }
+
+    #[test]
+    fn a_replacement_inside_a_dead_branch_does_not_replace() {
+        let out = run(&[
+            json!({"id": "d1", "type": "decision", "content": "use PostgreSQL"}),
+            json!({"id": "b", "type": "decision", "content": "explore"}),
+            json!({"id": "d2", "type": "decision", "parent_id": "b", "content": "use SQLite", "supersedes": ["d1"]}),
+            json!({"id": "ab", "type": "abandon", "parent_id": "d2", "ref_to": ["b"]}),
+        ]);
+        assert!(out.kept("d1"));
     }
 }

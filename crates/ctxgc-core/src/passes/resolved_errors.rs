@@ -18,7 +18,7 @@
 //!
 //! **Code.** `resolved-error`.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
@@ -78,5 +78,47 @@ impl Pass for ResolvedErrors {
             .copied()
             .find(|&s| cx.survives(s))?;
         Some(Verdict::retire(Reason::ResolvedError, vec![success]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::passes::testing::run;
+    use crate::plan::Reason;
+
+    #[test]
+    fn same_command_success_resolves() {
+        let out = run(&[
+            json!({"id": "c1", "type": "command_run", "command": "python a.py", "exit_code": 1}),
+            json!({"id": "err", "type": "error", "message": "ImportError", "related_to": "c1"}),
+            json!({"id": "c2", "type": "command_run", "command": "python  a.py", "exit_code": 0}),
+        ]);
+        assert!(out.retired("err", Reason::ResolvedError, &["c2"]));
+    }
+
+    #[test]
+    fn first_word_match_or_unrelated_success_does_not_resolve() {
+        let out = run(&[
+            json!({"id": "c1", "type": "command_run", "command": "python a.py", "exit_code": 1}),
+            json!({"id": "err", "type": "error", "message": "ImportError", "related_to": "c1"}),
+            json!({"id": "c2", "type": "command_run", "command": "python -c 1", "exit_code": 0}),
+            json!({"id": "loose", "type": "error", "message": "disk full"}),
+            json!({"id": "v", "type": "verification", "content": "all good", "passed": true}),
+        ]);
+        assert!(out.kept("err"));
+        assert!(out.kept("loose"), "no related_to: nothing resolves it");
+    }
+
+    #[test]
+    fn test_errors_resolve_on_the_same_tests_passing() {
+        let out = run(&[
+            json!({"id": "t1", "type": "test_run", "test_names": ["a"], "exit_code": 1, "passed_count": 0, "failed_count": 1}),
+            json!({"id": "err", "type": "error", "message": "a failed", "related_to": "t1"}),
+            json!({"id": "t2", "type": "test_run", "test_names": ["b"], "exit_code": 0, "passed_count": 1, "failed_count": 0}),
+            json!({"id": "t3", "type": "test_run", "test_names": ["a"], "exit_code": 0, "passed_count": 1, "failed_count": 0}),
+        ]);
+        assert!(out.retired("err", Reason::ResolvedError, &["t3"]));
     }
 }

@@ -16,7 +16,7 @@
 //!
 //! **Code.** `stale-read`.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
@@ -71,5 +71,25 @@ impl Pass for StaleReads {
         let edits = self.edits.get(&normalize_path(path))?;
         let next = edits[edits.partition_point(|&e| e < i)..].first()?;
         Some(Verdict::retire(Reason::StaleRead, vec![*next]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::passes::testing::run;
+    use crate::plan::Reason;
+
+    #[test]
+    fn read_before_edit_is_stale_read_after_is_not() {
+        let out = run(&[
+            json!({"id": "r1", "type": "file_read", "path": "./src/app.py"}),
+            json!({"id": "e1", "type": "file_edit", "path": "src/app.py", "diff_hash": "ab12"}),
+            json!({"id": "r2", "type": "file_read", "path": "src/app.py"}),
+            json!({"id": "r3", "type": "file_read", "path": "src/other.py"}),
+        ]);
+        assert!(out.retired("r1", Reason::StaleRead, &["e1"]));
+        assert!(out.kept("r2") && out.kept("r3") && out.kept("e1"));
     }
 }

@@ -16,7 +16,9 @@
 //!
 //! **Code.** `superseded-var`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap as HashMap;
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
@@ -60,7 +62,12 @@ impl Pass for SupersededVars {
         let mut dirty: BTreeSet<&str> = BTreeSet::new();
         for i in new {
             if let Some(key) = key_of(cx, i) {
-                self.keys.entry(key.to_owned()).or_default().members.push(i);
+                match self.keys.get_mut(key) {
+                    Some(history) => history.members.push(i),
+                    None => {
+                        self.keys.insert(key.to_owned(), KeyHistory { members: vec![i], live: None });
+                    }
+                }
                 dirty.insert(key);
             }
         }
@@ -81,5 +88,48 @@ impl Pass for SupersededVars {
     fn verdict(&self, cx: &Cx<'_>, i: usize) -> Option<Verdict> {
         let live = self.keys.get(key_of(cx, i)?)?.live?;
         (live > i && cx.survives(i)).then(|| Verdict::retire(Reason::SupersededVar, vec![live]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::passes::testing::run;
+    use crate::plan::Reason;
+
+    #[test]
+    fn latest_value_wins() {
+        let out = run(&[
+            json!({"id": "e1", "type": "set_var", "key": "x", "value": 10}),
+            json!({"id": "e2", "type": "set_var", "key": "y", "value": {"nested": [1, 2]}}),
+            json!({"id": "e3", "type": "set_var", "key": "x", "value": 20}),
+            json!({"id": "e4", "type": "set_var", "key": "x", "value": 30}),
+        ]);
+        assert!(out.retired("e1", Reason::SupersededVar, &["e4"]));
+        assert!(out.retired("e3", Reason::SupersededVar, &["e4"]));
+        assert!(out.kept("e2") && out.kept("e4"));
+        assert!(out.output.starts_with("[receipts e1 e3: superseded by e4]\n"));
+    }
+
+    #[test]
+    fn a_value_set_in_an_abandoned_branch_does_not_supersede() {
+        let out = run(&[
+            json!({"id": "e1", "type": "set_var", "key": "cache", "value": "redis"}),
+            json!({"id": "b1", "type": "decision", "content": "try memcached"}),
+            json!({"id": "b2", "type": "set_var", "parent_id": "b1", "key": "cache", "value": "memcached"}),
+            json!({"id": "ab", "type": "abandon", "parent_id": "b2", "ref_to": ["b1"]}),
+        ]);
+        assert!(out.kept("e1"), "redis is live again");
+        assert!(out.retired("b2", Reason::DeadBranch, &["ab"]));
+    }
+
+    #[test]
+    fn keys_are_exact() {
+        let out = run(&[
+            json!({"id": "e1", "type": "set_var", "key": "port", "value": 1}),
+            json!({"id": "e2", "type": "set_var", "key": "db.port", "value": 2}),
+        ]);
+        assert!(out.kept("e1") && out.kept("e2"));
     }
 }

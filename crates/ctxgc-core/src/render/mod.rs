@@ -1,3 +1,4 @@
 //! Back-ends: render a compiled session into the format the caller needs.
 
+pub mod messages;
 pub mod prompt;

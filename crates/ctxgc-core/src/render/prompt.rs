@@ -91,7 +91,9 @@ pub fn event_line(item: &Item) -> String {
         let _ = write!(line, " {extra}");
     }
     // Continuation lines of multi-line content are indented so each event stays one block.
-    let mut line = line.trim_end_matches('\n').replace('\n', "\n  ");
+    if line.contains('\n') {
+        line = line.trim_end_matches('\n').replace('\n', "\n  ");
+    }
     line.push('\n');
     line
 }

@@ -1,0 +1,103 @@
+//! `compact-json`: re-encodes a JSON tool output without losing anything.
+//!
+//! **What.** A tool output that is a JSON object or array is re-serialised compactly, and
+//! every list of two or more records with the same keys — top level, in a field, or deeper —
+//! becomes a header of keys plus rows (see [`crate::chat::compact`]). The result is used only
+//! when it costs fewer tokens than the output.
+//!
+//! **Why it is safe.** Nothing is dropped: every key, value and row is still there, and
+//! [`crate::chat::compact::decode_tables`] gives the original value back exactly. Outputs with
+//! duplicate keys, or that already hold an object shaped like a table, are left alone. The
+//! decision depends only on the output itself (compact on arrival), so it never changes once
+//! made. Outputs of `--keep-tool` tools and of the recall tool are never touched.
+//!
+//! **Example.**
+//! ```text
+//! before: {"flights": [{"flight_number": "HAT069", "price": 121}, {"flight_number": "HAT083", "price": 87}]}
+//! after:  {"flights":{"columns":["flight_number","price"],"rows":[["HAT069",121],["HAT083",87]]}}
+//! ```
+//!
+//! **Code.** `compact-json`.
+
+use rustc_hash::FxHashMap as HashMap;
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Cx, Pass, PassDoc};
+use crate::chat::ChatConfig;
+use crate::chat::compact::compact_json;
+use crate::chat::pairing::{Pairing, results_of};
+use crate::plan::{Action, BlockRewrite, Reason, Verdict};
+
+/// This pass's doc.
+pub static DOC: PassDoc = PassDoc {
+    codes: &[Reason::CompactJson],
+    summary: "re-encodes JSON tool output losslessly: compact, lists of records as header + rows",
+    doc: include_str!("compact_json.rs"),
+};
+
+/// State: the rewrites decided on arrival, with their notes.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CompactJson {
+    config: ChatConfig,
+    pairing: Pairing,
+    rewrites: HashMap<usize, (Vec<BlockRewrite>, Vec<String>)>,
+}
+
+impl CompactJson {
+    /// The pass, configured.
+    pub fn new(config: ChatConfig) -> Self {
+        CompactJson {
+            config,
+            ..Default::default()
+        }
+    }
+}
+
+impl Pass for CompactJson {
+    fn doc(&self) -> &'static PassDoc {
+        &DOC
+    }
+
+    fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, _changed: &[usize]) -> Vec<usize> {
+        if !self.config.compact_json {
+            return Vec::new();
+        }
+        for i in new {
+            self.pairing.add(i, &cx.items[i]);
+            for r in results_of(&self.pairing, i, &cx.items[i]) {
+                if self.config.tool_protected(&r.call.name) {
+                    continue;
+                }
+                let Some(text) = &r.text else { continue };
+                let Some(c) = compact_json(text, self.config.tokenizer) else {
+                    continue;
+                };
+                let entry = self.rewrites.entry(i).or_default();
+                entry.1.push(format!(
+                    "{}: {} -> {} tokens",
+                    if c.tables { "header + rows" } else { "compact JSON" },
+                    c.tokens_before,
+                    c.tokens_after
+                ));
+                entry.0.push(BlockRewrite {
+                    block: r.slot.block,
+                    text: c.text,
+                });
+            }
+        }
+        Vec::new()
+    }
+
+    fn verdict(&self, _cx: &Cx<'_>, i: usize) -> Option<Verdict> {
+        let (rewrites, notes) = self.rewrites.get(&i)?;
+        Some(Verdict {
+            action: Action::Rewrite,
+            reason: Reason::CompactJson,
+            by: Vec::new(),
+            rewrites: rewrites.clone(),
+            note: Some(notes.join("; ")),
+        })
+    }
+}

@@ -1,0 +1,104 @@
+//! `fold-text`: a long plain-text tool output keeps its head, tail, errors and warnings, and
+//! marks every gap.
+//!
+//! **What.** A text output (logs, test runs, file listings) with more lines than the preset's
+//! `max_lines` keeps its first and last lines, every line carrying a safety signal (errors,
+//! failures, warnings, ...: the same word list as row sampling) and whole Python tracebacks;
+//! runs of identical lines collapse to one line and a count. Each gap is marked where it is
+//! (`[ctxgc: 44 lines omitted here: lines 6-49]`) and a note at the top says what was omitted
+//! and where the original is.
+//!
+//! **Why it is safe.** The output says, in place, which lines are missing, so it never reads
+//! as the whole answer; failures are never folded away. The note names a receipt id only when
+//! the model has a recall tool (`--expand-tool`). JSON outputs are left to the JSON passes.
+//! Off in the lossless preset; outputs of `--keep-tool` tools and of the recall tool are never
+//! touched; used only when smaller.
+//!
+//! **Example.**
+//! ```text
+//! before: 400 lines of test output, "FAILED tests/test_io.py::test_read" on line 233
+//! after:  [ctxgc: long output folded: 310 of 400 lines omitted, ...]
+//!         lines 1-50, [ctxgc: 182 lines omitted here: lines 51-232], line 233, ..., last 30 lines
+//! ```
+//!
+//! **Code.** `fold-text`.
+
+use rustc_hash::FxHashMap as HashMap;
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Cx, Pass, PassDoc};
+use crate::chat::ChatConfig;
+use crate::chat::compact::fold_text;
+use crate::chat::pairing::{Pairing, results_of};
+use crate::plan::{Action, BlockRewrite, Reason, Verdict};
+
+/// This pass's doc.
+pub static DOC: PassDoc = PassDoc {
+    codes: &[Reason::FoldText],
+    summary: "folds long plain-text output: head, tail, error lines kept, repeats collapsed, gaps marked",
+    doc: include_str!("fold_text.rs"),
+};
+
+/// State: the rewrites decided on arrival, with their notes.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct FoldText {
+    config: ChatConfig,
+    pairing: Pairing,
+    rewrites: HashMap<usize, (Vec<BlockRewrite>, Vec<String>)>,
+}
+
+impl FoldText {
+    /// The pass, configured.
+    pub fn new(config: ChatConfig) -> Self {
+        FoldText {
+            config,
+            ..Default::default()
+        }
+    }
+}
+
+impl Pass for FoldText {
+    fn doc(&self) -> &'static PassDoc {
+        &DOC
+    }
+
+    fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, _changed: &[usize]) -> Vec<usize> {
+        let Some(folding) = self.config.folding else {
+            return Vec::new();
+        };
+        for i in new {
+            self.pairing.add(i, &cx.items[i]);
+            for r in results_of(&self.pairing, i, &cx.items[i]) {
+                if self.config.tool_protected(&r.call.name) {
+                    continue;
+                }
+                let Some(text) = &r.text else { continue };
+                let hint = self.config.recovery_hint(&cx.items[i].id);
+                let Some(f) = fold_text(text, folding, &self.config.safety, &hint, self.config.tokenizer)
+                else {
+                    continue;
+                };
+                let entry = self.rewrites.entry(i).or_default();
+                entry.1.push(f.note);
+                entry.0.push(BlockRewrite {
+                    block: r.slot.block,
+                    text: f.text,
+                });
+            }
+        }
+        Vec::new()
+    }
+
+    fn verdict(&self, _cx: &Cx<'_>, i: usize) -> Option<Verdict> {
+        let (rewrites, notes) = self.rewrites.get(&i)?;
+        Some(Verdict {
+            action: Action::Rewrite,
+            reason: Reason::FoldText,
+            by: Vec::new(),
+            rewrites: rewrites.clone(),
+            note: Some(notes.join("; ")),
+        })
+    }
+}

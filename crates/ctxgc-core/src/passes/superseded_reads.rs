@@ -1,0 +1,144 @@
+//! `superseded-read`: an earlier result of a call that was made again and came back
+//! different is stubbed.
+//!
+//! **What.** When the same call (tool name and canonical arguments) is made again later and
+//! its result differs, the earlier result is rewritten to a short stub naming the message
+//! with the newer result. The call stays, and so does its (stubbed) result, so pairing stays
+//! valid; the earlier output is in the receipt.
+//!
+//! **Why it is safe.** The newer result describes the world as it is now; the older one only
+//! competes with it. Error results are never stubbed, and an error never supersedes a
+//! success — the record of a failure or of a success is kept either way, and no stub ever says
+//! that anything was resolved. Outputs of `--keep-tool` tools and of the recall tool are never
+//! touched, and a stub is used only when it costs fewer tokens than the output. Off in the
+//! lossless preset.
+//!
+//! **Example.**
+//! ```text
+//! before: m3 tool (get_reservation {"id":"ZFA04Y"}) {"cabin":"economy",...}
+//!         m9 tool (get_reservation {"id":"ZFA04Y"}) {"cabin":"business",...}
+//! after:  m3 "[ctxgc: superseded: the same call was made again in m9 and returned a different result; ...]"
+//! ```
+//!
+//! **Code.** `superseded-read`.
+
+use rustc_hash::FxHashMap as HashMap;
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Cx, Pass, PassDoc};
+use crate::chat::ChatConfig;
+use crate::chat::pairing::{Pairing, Slot, results_of};
+use crate::ir::canonical_json;
+use crate::plan::{Action, BlockRewrite, Reason, Verdict};
+
+/// This pass's doc.
+pub static DOC: PassDoc = PassDoc {
+    codes: &[Reason::SupersededRead],
+    summary: "stubs an earlier result of a call that was repeated later and came back different",
+    doc: include_str!("superseded_reads.rs"),
+};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Read {
+    slot: Slot,
+    hash: String,
+    error: bool,
+    /// Tokens of the output text; `None` when it is not text (never stubbed).
+    tokens: Option<usize>,
+}
+
+/// State: every result of each call signature, in order.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SupersededReads {
+    config: ChatConfig,
+    pairing: Pairing,
+    reads: HashMap<String, Vec<Read>>,
+    /// item → (block, signature, position in its list).
+    member: HashMap<usize, Vec<(usize, String, usize)>>,
+}
+
+impl SupersededReads {
+    /// The pass, configured.
+    pub fn new(config: ChatConfig) -> Self {
+        SupersededReads {
+            config,
+            ..Default::default()
+        }
+    }
+}
+
+impl Pass for SupersededReads {
+    fn doc(&self) -> &'static PassDoc {
+        &DOC
+    }
+
+    fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, _changed: &[usize]) -> Vec<usize> {
+        for i in new {
+            self.pairing.add(i, &cx.items[i]);
+            for r in results_of(&self.pairing, i, &cx.items[i]) {
+                if self.config.tool_protected(&r.call.name) {
+                    continue;
+                }
+                let list = self.reads.entry(r.call.signature.clone()).or_default();
+                self.member
+                    .entry(i)
+                    .or_default()
+                    .push((r.slot.block, r.call.signature.clone(), list.len()));
+                list.push(Read {
+                    slot: r.slot,
+                    hash: blake3::hash(canonical_json(&r.output.output).as_bytes())
+                        .to_hex()
+                        .to_string(),
+                    error: r.is_error(),
+                    tokens: r.text.as_deref().map(|t| self.config.tokenizer.count(t)),
+                });
+            }
+        }
+        Vec::new()
+    }
+
+    fn verdict(&self, cx: &Cx<'_>, i: usize) -> Option<Verdict> {
+        if !self.config.stub_superseded_reads || !cx.survives(i) {
+            return None;
+        }
+        let mut rewrites = Vec::new();
+        let mut by = Vec::new();
+        for (block, signature, pos) in self.member.get(&i)? {
+            let list = &self.reads[signature];
+            let read = &list[*pos];
+            let Some(tokens) = read.tokens else { continue };
+            if read.error {
+                continue;
+            }
+            let Some(newer) = list[pos + 1..]
+                .iter()
+                .find(|n| !n.error && n.hash != read.hash && cx.survives(n.slot.item))
+            else {
+                continue;
+            };
+            let stub = format!(
+                "[ctxgc: superseded: the same call was made again in {} and returned a different result; {}]",
+                cx.items[newer.slot.item].id,
+                self.config.recovery_hint(&cx.items[i].id)
+            );
+            if self.config.tokenizer.count(&stub) < tokens {
+                rewrites.push(BlockRewrite {
+                    block: *block,
+                    text: stub,
+                });
+                if !by.contains(&newer.slot.item) {
+                    by.push(newer.slot.item);
+                }
+            }
+        }
+        (!rewrites.is_empty()).then(|| Verdict {
+            action: Action::Rewrite,
+            reason: Reason::SupersededRead,
+            by,
+            rewrites,
+            note: None,
+        })
+    }
+}

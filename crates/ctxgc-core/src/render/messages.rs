@@ -1,0 +1,660 @@
+//! The message back-ends: a compiled chat written back as OpenAI Chat Completions, Anthropic
+//! Messages or OpenAI Responses JSON.
+//!
+//! In the input's own format, a kept message is written from its original bytes, so unchanged
+//! history stays byte-identical from one compile to the next (prompt caches are prefix
+//! caches). A rewritten message is its original with only the rewritten blocks' content
+//! replaced (then written compactly); a retired message is left out. Every other field of the
+//! document (`model`, `tools`, ...) keeps its exact bytes. The register is its own system
+//! message (OpenAI, Responses) or an extra block of the top-level `system` (Anthropic), placed
+//! after the system prompt, whose text is never edited.
+//!
+//! In another format (`--to`), messages are rebuilt from the IR: text, tool calls and tool
+//! results carry over; what the target cannot hold (images, thinking, opaque items) is left
+//! out and reported as a warning.
+//!
+//! ```
+//! use ctxgc_core::{compile, Options};
+//! let chat = r#"{"model": "gpt-4o", "messages": [{"role": "user",   "content": "hi"}]}"#;
+//! let out = compile(chat, &Options::default()).unwrap();
+//! // The kept message keeps its exact bytes, spacing included.
+//! assert_eq!(out.output, r#"{"model":"gpt-4o","messages":[{"role": "user",   "content": "hi"}]}"#);
+//! ```
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::chat::lowering::{ChatDoc, Envelope};
+use crate::chat::message_of;
+use crate::error::{Diagnostic, Error};
+use crate::ir::{Block, Format, Item, Kind, Role};
+use crate::plan::{Action, BlockRewrite};
+use crate::session::Session;
+
+/// Where an output message came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The input item at this position.
+    Item(usize),
+    /// The register.
+    Register,
+}
+
+/// One message (or item) of the output, as JSON text.
+#[derive(Debug, Clone)]
+pub struct OutputMessage {
+    /// Where it came from.
+    pub source: Source,
+    /// Its JSON text. For the Anthropic system prompt this is the `system` value.
+    pub json: String,
+}
+
+/// A rendered chat document.
+#[derive(Debug, Clone, Default)]
+pub struct RenderedChat {
+    /// The whole document.
+    pub text: String,
+    /// Its messages, in order (the Anthropic system value first, when there is one).
+    pub messages: Vec<OutputMessage>,
+    /// Things the target format could not hold, left out.
+    pub warnings: Vec<Diagnostic>,
+}
+
+fn internal(message: impl Into<String>) -> Error {
+    Error::Usage(format!("rendering failed: {}", message.into()))
+}
+
+/// The message the register is written as, in `format`.
+pub fn register_message(format: Format, register: &str) -> Value {
+    match format {
+        Format::Responses => json!({"type": "message", "role": "system", "content": register}),
+        _ => json!({"role": "system", "content": register}),
+    }
+}
+
+/// Drops text parts a rewrite emptied (a removed state block or register) from content lists.
+fn drop_empty_parts(list: &mut Vec<Value>, emptied: &[usize]) {
+    let mut k = 0;
+    list.retain(|part| {
+        let drop = emptied.contains(&k)
+            && part
+                .get("text")
+                .and_then(Value::as_str)
+                .is_some_and(str::is_empty);
+        k += 1;
+        !drop
+    });
+}
+
+/// What a message that held only a state block becomes, where empty content is not allowed.
+const EMPTIED: &str = "[ctxgc: this message held only a state block]";
+
+fn rewrite_value(format: Format, raw: &str, rewrites: &[BlockRewrite], system: bool) -> Result<Value, Error> {
+    let mut value: Value =
+        serde_json::from_str(raw).map_err(|e| internal(format!("an original no longer parses: {e}")))?;
+    let result = match format {
+        Format::OpenaiChat => crate::frontend::openai::apply_rewrites(&mut value, rewrites),
+        Format::Anthropic => crate::frontend::anthropic::apply_rewrites(&mut value, rewrites),
+        Format::Responses => crate::frontend::responses::apply_rewrites(&mut value, rewrites),
+        other => Err(format!("{} is not a chat format", other.name())),
+    };
+    result.map_err(internal)?;
+    let emptied: Vec<usize> = rewrites
+        .iter()
+        .filter(|r| r.text.is_empty())
+        .map(|r| r.block)
+        .collect();
+    if emptied.is_empty() {
+        return Ok(value);
+    }
+    let content = if system {
+        Some(&mut value)
+    } else {
+        value.get_mut("content")
+    };
+    if let Some(Value::Array(list)) = content {
+        drop_empty_parts(list, &emptied);
+        if list.is_empty() && !system && format == Format::Anthropic {
+            *list = vec![json!({"type": "text", "text": EMPTIED})];
+        }
+    } else if let Some(Value::String(s)) = value.get_mut("content")
+        && s.is_empty()
+        && format == Format::Anthropic
+    {
+        *s = EMPTIED.to_owned();
+    }
+    Ok(value)
+}
+
+/// The item as it is sent, or `None` when it is retired.
+fn item_json(format: Format, session: &Session, i: usize, system: bool) -> Result<Option<String>, Error> {
+    let item = &session.items()[i];
+    let plan = session.plan_of(i);
+    match plan.verdict {
+        None => Ok(Some(item.raw.clone())),
+        Some(v) => match v.action {
+            Action::Keep => Ok(Some(item.raw.clone())),
+            Action::Retire => Ok(None),
+            Action::Rewrite => {
+                Ok(Some(rewrite_value(format, &item.raw, &v.rewrites, system)?.to_string()))
+            }
+        },
+    }
+}
+
+/// Where the register goes: after the leading run of system items.
+fn register_position(items: &[Item], skip: Option<usize>) -> usize {
+    items
+        .iter()
+        .enumerate()
+        .position(|(i, item)| {
+            Some(i) != skip && message_of(item).is_none_or(|m| m.role != Role::System)
+        })
+        .unwrap_or(items.len())
+}
+
+fn write_array(messages: &[OutputMessage]) -> String {
+    let mut out = String::from("[");
+    for (k, m) in messages.iter().enumerate() {
+        if k > 0 {
+            out.push(',');
+        }
+        out.push_str(&m.json);
+    }
+    out.push(']');
+    out
+}
+
+fn write_object(entries: &[(String, String)]) -> String {
+    let mut out = String::from("{");
+    for (k, (key, value)) in entries.iter().enumerate() {
+        if k > 0 {
+            out.push(',');
+        }
+        out.push_str(&Value::String(key.clone()).to_string());
+        out.push(':');
+        out.push_str(value);
+    }
+    out.push('}');
+    out
+}
+
+/// Renders the compiled document in its own format.
+pub fn render(doc: &ChatDoc, session: &Session, register: Option<&str>) -> Result<RenderedChat, Error> {
+    match doc.format {
+        Format::Anthropic => render_anthropic(doc, session, register),
+        Format::OpenaiChat | Format::Responses => render_list(doc, session, register),
+        other => Err(Error::UnknownFormat(format!("{} is not a chat format", other.name()))),
+    }
+}
+
+fn render_list(doc: &ChatDoc, session: &Session, register: Option<&str>) -> Result<RenderedChat, Error> {
+    let items = session.items();
+    let at = register_position(items, None);
+    let mut messages = Vec::new();
+    for i in 0..items.len() {
+        if i == at
+            && let Some(r) = register
+        {
+            messages.push(OutputMessage {
+                source: Source::Register,
+                json: register_message(doc.format, r).to_string(),
+            });
+        }
+        if let Some(json) = item_json(doc.format, session, i, false)? {
+            messages.push(OutputMessage {
+                source: Source::Item(i),
+                json,
+            });
+        }
+    }
+    if at == items.len()
+        && let Some(r) = register
+    {
+        messages.push(OutputMessage {
+            source: Source::Register,
+            json: register_message(doc.format, r).to_string(),
+        });
+    }
+    let text = if doc.input_was_string {
+        let only_kept_string = messages.len() == 1
+            && matches!(messages[0].source, Source::Item(0))
+            && messages[0].json.trim_start().starts_with('"');
+        if only_kept_string {
+            envelope_with(doc, messages[0].json.clone())
+        } else {
+            // The string becomes a list: the user message is written out as an item.
+            for m in &mut messages {
+                if m.json.trim_start().starts_with('"') {
+                    m.json = format!("{{\"role\":\"user\",\"content\":{}}}", m.json);
+                } else if matches!(m.source, Source::Item(_)) && !m.json.trim_start().starts_with('{') {
+                    return Err(internal("unexpected input shape"));
+                }
+            }
+            envelope_with(doc, write_array(&messages))
+        }
+    } else {
+        envelope_with(doc, write_array(&messages))
+    };
+    Ok(RenderedChat {
+        text,
+        messages,
+        warnings: Vec::new(),
+    })
+}
+
+fn envelope_with(doc: &ChatDoc, list: String) -> String {
+    match &doc.envelope {
+        Envelope::Array => list,
+        Envelope::Object { entries, items_key } => {
+            let entries: Vec<(String, String)> = entries
+                .iter()
+                .map(|(k, v)| {
+                    if k == items_key {
+                        (k.clone(), list.clone())
+                    } else {
+                        (k.clone(), v.clone())
+                    }
+                })
+                .collect();
+            write_object(&entries)
+        }
+    }
+}
+
+fn render_anthropic(doc: &ChatDoc, session: &Session, register: Option<&str>) -> Result<RenderedChat, Error> {
+    let items = session.items();
+    let mut warnings = Vec::new();
+    // The system value: unchanged bytes unless a register is added or an old one removed.
+    let mut system: Option<String> = None;
+    if let Some(s) = doc.system_item {
+        system = item_json(Format::Anthropic, session, s, true)?;
+    }
+    if let Some(r) = register {
+        let mut blocks = match system.as_deref().map(serde_json::from_str::<Value>) {
+            None => Vec::new(),
+            Some(Ok(Value::String(text))) => vec![json!({"type": "text", "text": text})],
+            Some(Ok(Value::Array(list))) => list,
+            Some(Ok(Value::Null)) => Vec::new(),
+            Some(_) => return Err(internal("the system prompt no longer parses")),
+        };
+        blocks.push(json!({"type": "text", "text": r}));
+        system = Some(Value::Array(blocks).to_string());
+    }
+    let mut messages = Vec::new();
+    if let Some(s) = &system {
+        messages.push(OutputMessage {
+            source: doc.system_item.map_or(Source::Register, Source::Item),
+            json: s.clone(),
+        });
+    }
+    let mut list = Vec::new();
+    for i in 0..items.len() {
+        if Some(i) == doc.system_item {
+            continue;
+        }
+        if let Some(json) = item_json(Format::Anthropic, session, i, false)? {
+            list.push(OutputMessage {
+                source: Source::Item(i),
+                json,
+            });
+        }
+    }
+    let array = write_array(&list);
+    messages.extend(list);
+    let text = match &doc.envelope {
+        Envelope::Array if system.is_none() => array,
+        Envelope::Array => {
+            warnings.push(Diagnostic::new(
+                0,
+                None,
+                Some("system"),
+                "the input was a bare message list; the register needs the top-level `system`, so the output is an object {\"system\", \"messages\"}",
+            ));
+            write_object(&[
+                ("system".into(), system.clone().unwrap_or_default()),
+                ("messages".into(), array),
+            ])
+        }
+        Envelope::Object { entries, .. } => {
+            let mut out: Vec<(String, String)> = Vec::new();
+            let mut placed = false;
+            for (k, v) in entries {
+                match k.as_str() {
+                    "system" => {
+                        if let Some(s) = &system {
+                            out.push((k.clone(), s.clone()));
+                        }
+                        placed = true;
+                    }
+                    "messages" => {
+                        if !placed && let Some(s) = &system {
+                            out.push(("system".into(), s.clone()));
+                            placed = true;
+                        }
+                        out.push((k.clone(), array.clone()));
+                    }
+                    _ => out.push((k.clone(), v.clone())),
+                }
+            }
+            write_object(&out)
+        }
+    };
+    Ok(RenderedChat {
+        text,
+        messages,
+        warnings,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversion between formats.
+
+/// A message reduced to what every format can hold.
+struct Portable {
+    role: Role,
+    texts: Vec<String>,
+    calls: Vec<(String, String, Value)>,
+    results: Vec<(String, String, bool)>,
+}
+
+fn portable(session: &Session, i: usize, warnings: &mut Vec<Diagnostic>) -> Option<Portable> {
+    let item = &session.items()[i];
+    let plan = session.plan_of(i);
+    let rewrites: Vec<BlockRewrite> = match &plan.verdict {
+        Some(v) if v.action == Action::Retire => return None,
+        Some(v) if v.action == Action::Rewrite => v.rewrites.clone(),
+        _ => Vec::new(),
+    };
+    let Kind::Message(message) = &item.kind else {
+        warnings.push(Diagnostic::new(
+            i,
+            Some(item.id.clone()),
+            None,
+            "an opaque item has no equivalent in the target format and is left out",
+        ));
+        return None;
+    };
+    let mut p = Portable {
+        role: message.role,
+        texts: Vec::new(),
+        calls: Vec::new(),
+        results: Vec::new(),
+    };
+    for (b, block) in message.blocks.iter().enumerate() {
+        let new = rewrites.iter().find(|r| r.block == b).map(|r| r.text.clone());
+        match block {
+            Block::Text { text } => {
+                let t = new.unwrap_or_else(|| text.clone());
+                if !t.is_empty() {
+                    p.texts.push(t);
+                }
+            }
+            Block::ToolCall(call) => p.calls.push((call.call_id.clone(), call.name.clone(), call.arguments.clone())),
+            Block::ToolResult(out) => {
+                let text = new.unwrap_or_else(|| match crate::chat::output_text(out) {
+                    Some(t) => t.to_owned(),
+                    None => match &out.output {
+                        Value::Null => String::new(),
+                        other => other.to_string(),
+                    },
+                });
+                p.results.push((out.call_id.clone(), text, out.is_error));
+            }
+            Block::Thinking | Block::Other => warnings.push(Diagnostic::new(
+                i,
+                Some(item.id.clone()),
+                Some("content"),
+                format!("block {b} (reasoning, image or other) has no equivalent in the target format and is left out"),
+            )),
+        }
+    }
+    Some(p)
+}
+
+fn arguments_text(args: &Value) -> String {
+    match args {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn arguments_object(args: &Value) -> Value {
+    match args {
+        Value::Object(_) => args.clone(),
+        Value::String(s) => json!({"_raw": s}),
+        other => json!({"_value": other}),
+    }
+}
+
+/// Renders the compiled session in another chat format, rebuilt from the IR.
+pub fn convert(session: &Session, register: Option<&str>, target: Format) -> Result<RenderedChat, Error> {
+    let mut warnings = Vec::new();
+    let items = session.items();
+    // Call ids must be unique in Anthropic and Responses; repeated ids get a suffix, and each
+    // result follows the call it was paired with.
+    let mut pairing = crate::chat::pairing::Pairing::default();
+    for (i, item) in items.iter().enumerate() {
+        pairing.add(i, item);
+    }
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut call_ids: HashMap<(usize, usize), String> = HashMap::new();
+    for (i, item) in items.iter().enumerate() {
+        if let Some(m) = message_of(item) {
+            for (b, block) in m.blocks.iter().enumerate() {
+                if let Block::ToolCall(call) = block {
+                    let n = seen.entry(call.call_id.clone()).or_insert(0);
+                    *n += 1;
+                    let id = if *n == 1 {
+                        call.call_id.clone()
+                    } else {
+                        format!("{}_{}", call.call_id, n)
+                    };
+                    call_ids.insert((i, b), id);
+                }
+            }
+        }
+    }
+    let result_id = |i: usize, b: usize, fallback: &str| -> String {
+        pairing
+            .call_of(i, b)
+            .and_then(|c| call_ids.get(&(c.slot.item, c.slot.block)).cloned())
+            .unwrap_or_else(|| fallback.to_owned())
+    };
+    let call_id = |i: usize, b: usize, fallback: &str| -> String {
+        call_ids.get(&(i, b)).cloned().unwrap_or_else(|| fallback.to_owned())
+    };
+    let mut system_texts: Vec<String> = Vec::new();
+    let mut out: Vec<OutputMessage> = Vec::new();
+    let at = register_position(items, None);
+    let mut register_done = false;
+    for i in 0..items.len() {
+        if i == at && !register_done {
+            register_done = true;
+            if let Some(r) = register {
+                if target == Format::Anthropic {
+                    system_texts.push(r.to_owned());
+                } else {
+                    out.push(OutputMessage {
+                        source: Source::Register,
+                        json: register_message(target, r).to_string(),
+                    });
+                }
+            }
+        }
+        let Some(p) = portable(session, i, &mut warnings) else {
+            continue;
+        };
+        let message = message_of(&items[i]);
+        let block_index = |pred: &dyn Fn(&Block) -> bool, k: usize| -> usize {
+            message
+                .map(|m| {
+                    m.blocks
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, b)| pred(b))
+                        .nth(k)
+                        .map_or(0, |(b, _)| b)
+                })
+                .unwrap_or(0)
+        };
+        let is_call = |b: &Block| matches!(b, Block::ToolCall(_));
+        let is_result = |b: &Block| matches!(b, Block::ToolResult(_));
+        macro_rules! push {
+            ($json:expr) => {
+                out.push(OutputMessage {
+                    source: Source::Item(i),
+                    json: $json.to_string(),
+                })
+            };
+        }
+        match target {
+            Format::OpenaiChat => {
+                for (k, (id, text, _)) in p.results.iter().enumerate() {
+                    let id = result_id(i, block_index(&is_result, k), id);
+                    push!(json!({"role": "tool", "tool_call_id": id, "content": text}));
+                }
+                let role = match p.role {
+                    Role::System => "system",
+                    Role::User | Role::Tool => "user",
+                    Role::Assistant => "assistant",
+                };
+                if p.role == Role::Tool && p.texts.is_empty() {
+                    continue;
+                }
+                if p.texts.is_empty() && p.calls.is_empty() && !p.results.is_empty() {
+                    continue;
+                }
+                let mut m = Map::new();
+                m.insert("role".into(), role.into());
+                m.insert(
+                    "content".into(),
+                    if p.texts.is_empty() && !p.calls.is_empty() {
+                        Value::Null
+                    } else {
+                        Value::String(p.texts.join("\n\n"))
+                    },
+                );
+                if !p.calls.is_empty() {
+                    let calls: Vec<Value> = p
+                        .calls
+                        .iter()
+                        .enumerate()
+                        .map(|(k, (id, name, args))| {
+                            json!({"id": call_id(i, block_index(&is_call, k), id), "type": "function",
+                                   "function": {"name": name, "arguments": arguments_text(args)}})
+                        })
+                        .collect();
+                    m.insert("tool_calls".into(), Value::Array(calls));
+                }
+                push!(Value::Object(m));
+            }
+            Format::Anthropic => {
+                if p.role == Role::System {
+                    system_texts.extend(p.texts);
+                    continue;
+                }
+                let mut blocks: Vec<Value> = Vec::new();
+                for (k, (id, text, is_error)) in p.results.iter().enumerate() {
+                    let id = result_id(i, block_index(&is_result, k), id);
+                    let mut b = json!({"type": "tool_result", "tool_use_id": id, "content": text});
+                    if *is_error {
+                        b["is_error"] = Value::Bool(true);
+                    }
+                    blocks.push(b);
+                }
+                for t in &p.texts {
+                    blocks.push(json!({"type": "text", "text": t}));
+                }
+                for (k, (id, name, args)) in p.calls.iter().enumerate() {
+                    blocks.push(json!({"type": "tool_use", "id": call_id(i, block_index(&is_call, k), id),
+                                       "name": name, "input": arguments_object(args)}));
+                }
+                if blocks.is_empty() {
+                    continue;
+                }
+                let role = if p.role == Role::Assistant { "assistant" } else { "user" };
+                // Results follow their calls in the next user message: consecutive user
+                // messages made of results are merged into one.
+                if role == "user"
+                    && let Some(last) = out.last_mut()
+                    && let Ok(mut prev) = serde_json::from_str::<Value>(&last.json)
+                    && prev["role"] == "user"
+                    && !p.results.is_empty()
+                    && prev["content"].as_array().is_some_and(|c| {
+                        c.iter().all(|b| b["type"] == "tool_result")
+                    })
+                {
+                    if let Some(c) = prev["content"].as_array_mut() {
+                        c.extend(blocks);
+                    }
+                    last.json = prev.to_string();
+                    continue;
+                }
+                push!(json!({"role": role, "content": blocks}));
+            }
+            Format::Responses => {
+                for (k, (id, text, _)) in p.results.iter().enumerate() {
+                    let id = result_id(i, block_index(&is_result, k), id);
+                    push!(json!({"type": "function_call_output", "call_id": id, "output": text}));
+                }
+                if !p.texts.is_empty() {
+                    let role = match p.role {
+                        Role::System => "system",
+                        Role::Assistant => "assistant",
+                        _ => "user",
+                    };
+                    push!(json!({"type": "message", "role": role, "content": p.texts.join("\n\n")}));
+                }
+                for (k, (id, name, args)) in p.calls.iter().enumerate() {
+                    push!(json!({"type": "function_call", "call_id": call_id(i, block_index(&is_call, k), id),
+                                "name": name, "arguments": arguments_text(args)}));
+                }
+            }
+            other => return Err(Error::UnknownFormat(format!("cannot convert to {}", other.name()))),
+        }
+    }
+    if !register_done
+        && let Some(r) = register
+    {
+        if target == Format::Anthropic {
+            system_texts.push(r.to_owned());
+        } else {
+            out.push(OutputMessage {
+                source: Source::Register,
+                json: register_message(target, r).to_string(),
+            });
+        }
+    }
+    let list = write_array(&out);
+    let text = match target {
+        Format::Anthropic => {
+            let mut entries = Vec::new();
+            if !system_texts.is_empty() {
+                let blocks: Vec<Value> = system_texts
+                    .iter()
+                    .map(|t| json!({"type": "text", "text": t}))
+                    .collect();
+                let system = Value::Array(blocks).to_string();
+                out.insert(
+                    0,
+                    OutputMessage {
+                        source: Source::Register,
+                        json: system.clone(),
+                    },
+                );
+                entries.push(("system".to_owned(), system));
+            }
+            entries.push(("messages".to_owned(), list));
+            write_object(&entries)
+        }
+        Format::Responses => write_object(&[("input".to_owned(), list)]),
+        _ => list,
+    };
+    Ok(RenderedChat {
+        text,
+        messages: out,
+        warnings,
+    })
+}

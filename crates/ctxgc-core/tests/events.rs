@@ -1,0 +1,354 @@
+//! Behaviour of the event-trace compiler on hand-written traces and on the TraceGC fixtures.
+
+use std::path::PathBuf;
+
+use ctxgc_core::frontend::events::{EventOptions, lower_events};
+use ctxgc_core::{Action, Error, Options, Reason, Session, compile, receipt};
+use serde_json::{Value, json};
+
+fn fixtures() -> Vec<(String, String)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tracegc");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("fixture dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&p).expect("fixture reads"))
+        })
+        .collect()
+}
+
+fn jsonl(events: &[Value]) -> String {
+    events.iter().map(|e| format!("{e}\n")).collect()
+}
+
+/// One event of every type the reference schema defines, valid.
+fn every_type() -> Vec<Value> {
+    vec![
+        json!({"id": "d", "type": "decision", "timestamp": 1, "content": "plan"}),
+        json!({"id": "s", "type": "set_var", "timestamp": 2, "parent_id": "d", "key": "k", "value": [1, {"a": null}]}),
+        json!({"id": "tc", "type": "tool_call", "timestamp": 3, "tool_name": "search", "arguments": {"q": "x"}}),
+        json!({"id": "tr", "type": "tool_result", "timestamp": 4, "call_id": "tc", "result": {"hits": 2}}),
+        json!({"id": "fr", "type": "file_read", "timestamp": 5, "path": "a.py"}),
+        json!({"id": "fe", "type": "file_edit", "timestamp": 6, "path": "b.py", "diff_hash": "h1"}),
+        json!({"id": "cr", "type": "command_run", "timestamp": 7, "command": "make", "exit_code": 0, "output": "ok"}),
+        json!({"id": "tt", "type": "test_run", "timestamp": 8, "test_names": ["t1"], "exit_code": 0, "passed_count": 1, "failed_count": 0}),
+        json!({"id": "br", "type": "build_run", "timestamp": 9, "exit_code": 0}),
+        json!({"id": "gd", "type": "git_diff", "timestamp": 10, "diff_hash": "h2", "files_changed": ["b.py"]}),
+        json!({"id": "gc", "type": "git_commit", "timestamp": 11, "commit_hash": "abc", "message": "fix"}),
+        json!({"id": "er", "type": "error", "timestamp": 12, "message": "boom", "related_to": null}),
+        json!({"id": "ar", "type": "artifact_created", "timestamp": 13, "artifact_type": "report", "path": "r.md"}),
+        json!({"id": "rq", "type": "requirement", "timestamp": 14, "content": "fast"}),
+        json!({"id": "cn", "type": "constraint", "timestamp": 15, "content": "no net"}),
+        json!({"id": "vf", "type": "verification", "timestamp": 16, "content": "works", "passed": true}),
+        json!({"id": "bx", "type": "decision", "timestamp": 17, "content": "dead end"}),
+        json!({"id": "ab", "type": "abandon", "timestamp": 18, "parent_id": "bx", "ref_to": ["bx"]}),
+    ]
+}
+
+#[test]
+fn every_event_type_lowers_and_renders() {
+    let out = compile(&jsonl(&every_type()), &Options::default()).unwrap();
+    let expected = "\
+[d] decision: plan
+[s] k = [1,{\"a\":null}]
+[tc] call search({\"q\":\"x\"})
+[tr] result of tc: {\"hits\":2}
+[fr] read a.py
+[fe] edit b.py (h1)
+[cr] $ make → exit 0 {\"output\":\"ok\"}
+[tt] tests t1 → 1 passed, 0 failed, exit 0
+[br] build → exit 0
+[gd] git diff b.py (h2)
+[gc] commit abc: fix
+[er] error: boom
+[ar] artifact report r.md
+[rq] requirement: fast
+[cn] constraint: no net
+[vf] verify: works → passed
+[receipts bx ab: inside branch abandoned by ab]
+";
+    assert_eq!(out.output, expected);
+    assert!(out.tokens_after < out.tokens_before);
+}
+
+#[test]
+fn each_required_field_is_checked() {
+    // Remove each required field of each type in turn: every removal is reported by name.
+    for event in every_type() {
+        let ty = event["type"].as_str().unwrap().to_owned();
+        let fields: Vec<String> = event.as_object().unwrap().keys().cloned().collect();
+        for field in fields {
+            if matches!(field.as_str(), "parent_id" | "related_to" | "output") {
+                continue; // optional
+            }
+            let mut broken = event.clone();
+            broken.as_object_mut().unwrap().remove(&field);
+            // A valid first event, so the input is recognised as a trace whatever is missing.
+            let text = jsonl(&[json!({"id": "ok", "type": "decision", "timestamp": 0, "content": "c"}), broken]);
+            let err = lower_events(&text, &EventOptions::default())
+                .err()
+                .unwrap_or_else(|| panic!("{ty} without {field} must fail"));
+            let msg = err.to_string();
+            let expect = format!("field \"{field}\": missing required field");
+            assert!(msg.contains(&expect) && msg.contains("item 1"), "{ty}/{field}: {msg}");
+        }
+    }
+}
+
+#[test]
+fn mistyped_fields_name_event_field_and_types() {
+    let text = jsonl(&[
+        json!({"id": "e1", "type": "command_run", "timestamp": 1, "command": "ls", "exit_code": "0"}),
+        json!({"id": "e2", "type": "set_var", "timestamp": 2, "key": ["a", "b"], "value": 1}),
+        json!({"id": "e3", "type": "command_run", "timestamp": 3, "command": "   ", "exit_code": 0}),
+        json!({"id": 4, "type": "decision", "timestamp": "late", "content": "x"}),
+    ]);
+    let Err(Error::Invalid(problems)) = lower_events(&text, &EventOptions::default()) else {
+        panic!("must be invalid");
+    };
+    let all: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        all,
+        vec![
+            "item 0 (id \"e1\"): field \"exit_code\": expected integer, found string",
+            "item 1 (id \"e2\"): field \"key\": expected string, found array",
+            "item 2 (id \"e3\"): field \"command\": must be a non-empty string",
+            "item 3: field \"id\": expected string, found number",
+            "item 3: field \"timestamp\": expected number, found string",
+        ]
+    );
+}
+
+#[test]
+fn duplicate_ids_dangling_references_and_unknown_types() {
+    let text = jsonl(&[
+        json!({"id": "e1", "type": "decision", "timestamp": 1, "content": "a"}),
+        json!({"id": "e1", "type": "decision", "timestamp": 2, "content": "b"}),
+        json!({"id": "e2", "type": "decision", "timestamp": 3, "parent_id": "ghost", "content": "c"}),
+        json!({"id": "e3", "type": "tool_result", "timestamp": 4, "call_id": "e1", "result": "r"}),
+        json!({"id": "e4", "type": "abandon", "timestamp": 5, "ref_to": ["nowhere"]}),
+    ]);
+    let Err(Error::Invalid(problems)) = compile(&text, &Options::default()).map(|_| ()) else {
+        panic!("must be invalid");
+    };
+    let all: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        all,
+        vec![
+            "item 1 (id \"e1\"): field \"id\": duplicate id \"e1\"",
+            "item 2 (id \"e2\"): field \"parent_id\": names no event: \"ghost\"",
+            "item 3 (id \"e3\"): field \"call_id\": \"e1\" is not a tool_call event",
+            "item 4 (id \"e4\"): field \"ref_to\": names no event: \"nowhere\"",
+        ]
+    );
+
+    let unknown = jsonl(&[json!({"id": "u", "type": "telemetry", "timestamp": 1, "cpu": 3})]);
+    let err = compile(&unknown, &Options::default()).unwrap_err().to_string();
+    assert!(err.contains("unknown event type \"telemetry\""), "{err}");
+    let mut options = Options::default();
+    options.events.allow_unknown_types = true;
+    let out = compile(&unknown, &options).unwrap();
+    assert_eq!(out.output, "[u] telemetry {\"cpu\":3}\n");
+}
+
+#[test]
+fn opaque_items_are_never_pruned() {
+    let text = jsonl(&[
+        json!({"id": "b", "type": "decision", "timestamp": 1, "content": "branch"}),
+        json!({"id": "u", "type": "telemetry", "timestamp": 2, "parent_id": "b"}),
+        json!({"id": "ab", "type": "abandon", "timestamp": 3, "parent_id": "u", "ref_to": ["b"]}),
+    ]);
+    let mut options = Options::default();
+    options.events.allow_unknown_types = true;
+    let out = compile(&text, &options).unwrap();
+    assert_eq!(out.decisions[1].action, Action::Keep);
+    assert!(out.output.contains("[u] telemetry"));
+}
+
+#[test]
+fn malformed_json_and_invalid_utf8_are_reported() {
+    let err = compile("[{\"id\": \"e1\", \"type\": ]", &Options::default()).unwrap_err();
+    assert!(matches!(err, Error::Json { .. }), "{err}");
+    assert!(err.to_string().contains("line 1, column"), "{err}");
+    let err = compile("{\"id\":\"e1\",\"type\":\"decision\",\"timestamp\":1,\"content\":\"a\"}\n{\"id\": oops}\n", &Options::default()).unwrap_err();
+    assert!(err.to_string().starts_with("line 2: malformed JSON"), "{err}");
+    let err = ctxgc_core::error::decode_utf8(b"[{\"id\": \"\xff\"}]").unwrap_err();
+    assert_eq!(err.to_string(), "input is not valid UTF-8: invalid byte at offset 9 (line 1)");
+    let err = compile("42", &Options::default()).unwrap_err();
+    assert!(matches!(err, Error::UnknownFormat(_)));
+    let err = compile("", &Options::default()).unwrap_err();
+    assert!(err.to_string().contains("empty"));
+}
+
+#[test]
+fn a_50_mb_payload_compiles() {
+    let big = "x".repeat(50 * 1024 * 1024);
+    let text = jsonl(&[
+        json!({"id": "c", "type": "tool_call", "timestamp": 1, "tool_name": "dump", "arguments": {}}),
+        json!({"id": "r", "type": "tool_result", "timestamp": 2, "call_id": "c", "result": big}),
+    ]);
+    let session = ctxgc_core::compile::compile_event_session(&text, &Options::default()).unwrap();
+    assert_eq!(session.items().len(), 2);
+    let (raw, _) = receipt(&text, &Options::default(), "r").unwrap();
+    assert_eq!(raw.len(), text.lines().nth(1).unwrap().len());
+}
+
+#[test]
+fn all_tracegc_fixtures_compile_and_shrink() {
+    let fixtures = fixtures();
+    assert_eq!(fixtures.len(), 9);
+    for (name, text) in fixtures {
+        let out = compile(&text, &Options::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(out.tokens_after < out.tokens_before, "{name}");
+        assert!(!out.receipts.is_empty(), "{name}");
+        // Nothing retired leaks: each retired event's line is absent from the output.
+        let session = ctxgc_core::compile::compile_event_session(&text, &Options::default()).unwrap();
+        for (i, d) in out.decisions.iter().enumerate() {
+            let line = ctxgc_core::render::prompt::event_line(&session.items()[i]);
+            if d.action == Action::Retire {
+                assert!(!out.output.contains(&line), "{name}: {} leaked", d.id);
+            } else if !matches!(session.items()[i].kind, ctxgc_core::Kind::EdgeInjection { .. }) {
+                assert!(out.output.contains(&line), "{name}: {} missing", d.id);
+            }
+        }
+    }
+}
+
+#[test]
+fn medium_fixtures_collapse_their_injected_cycle() {
+    for (name, text) in fixtures().into_iter().filter(|(n, _)| n.contains("medium")) {
+        let out = compile(&text, &Options::default()).unwrap();
+        let cyc: Vec<_> = out.decisions.iter().filter(|d| d.reason == Some(Reason::Cycle)).collect();
+        assert!(cyc.len() >= 2, "{name}: the injected edge closes a cycle");
+        assert!(out.output.contains("cycle collapsed"), "{name}");
+    }
+}
+
+#[test]
+fn receipts_give_back_the_exact_bytes() {
+    for (name, text) in fixtures() {
+        let out = compile(&text, &Options::default()).unwrap();
+        let session = ctxgc_core::compile::compile_event_session(&text, &Options::default()).unwrap();
+        for r in &out.receipts {
+            let (raw, decision) = receipt(&text, &Options::default(), &r.id).unwrap();
+            let i = session.position(&r.id).unwrap();
+            assert_eq!(raw, session.items()[i].raw, "{name}/{}", r.id);
+            assert!(text.contains(&raw), "{name}/{}: raw bytes are a slice of the input", r.id);
+            assert_eq!(blake3::hash(raw.as_bytes()).to_hex().to_string(), r.hash);
+            assert_eq!(decision.action, Action::Retire);
+        }
+    }
+    let err = receipt(&fixtures()[0].1, &Options::default(), "nope").unwrap_err();
+    assert!(err.to_string().contains("no item with id \"nope\""));
+}
+
+#[test]
+fn compiling_twice_is_byte_identical() {
+    for (_, text) in fixtures() {
+        let a = serde_json::to_string(&compile(&text, &Options::default()).unwrap()).unwrap();
+        let b = serde_json::to_string(&compile(&text, &Options::default()).unwrap()).unwrap();
+        assert_eq!(a, b);
+    }
+}
+
+#[test]
+fn retain_until_expires_when_the_trace_passes_it() {
+    let trace = |late: bool| {
+        let mut events = vec![
+            json!({"id": "e1", "type": "set_var", "timestamp": 10, "key": "x", "value": 1, "retain_until": 100}),
+            json!({"id": "e2", "type": "set_var", "timestamp": 20, "key": "x", "value": 2}),
+        ];
+        if late {
+            events.push(json!({"id": "e3", "type": "decision", "timestamp": 150, "content": "later"}));
+        }
+        jsonl(&events)
+    };
+    let early = compile(&trace(false), &Options::default()).unwrap();
+    assert_eq!(early.decisions[0].action, Action::Keep);
+    assert_eq!(early.decisions[0].note.as_deref(), Some("protected by retention from superseded-var"));
+    let late = compile(&trace(true), &Options::default()).unwrap();
+    assert_eq!(late.decisions[0].action, Action::Retire);
+
+    // Until an event id: protected until that event is in the trace.
+    let by_event = |with: bool| {
+        let mut events = vec![
+            json!({"id": "e1", "type": "set_var", "timestamp": 1, "key": "x", "value": 1, "retain_until": "handoff"}),
+            json!({"id": "e2", "type": "set_var", "timestamp": 2, "key": "x", "value": 2}),
+        ];
+        if with {
+            events.push(json!({"id": "handoff", "type": "decision", "timestamp": 3, "content": "handed off"}));
+        }
+        jsonl(&events)
+    };
+    assert_eq!(compile(&by_event(false), &Options::default()).unwrap().decisions[0].action, Action::Keep);
+    assert_eq!(compile(&by_event(true), &Options::default()).unwrap().decisions[0].action, Action::Retire);
+}
+
+#[test]
+fn tags_and_importance_protect_from_every_pass() {
+    let text = jsonl(&[
+        json!({"id": "e1", "type": "set_var", "timestamp": 1, "key": "x", "value": 1, "tags": ["pinned"]}),
+        json!({"id": "e2", "type": "set_var", "timestamp": 2, "key": "x", "value": 2, "importance": 9}),
+        json!({"id": "e3", "type": "set_var", "timestamp": 3, "key": "x", "value": 3, "tags": ["misc"], "importance": "low"}),
+        json!({"id": "e4", "type": "set_var", "timestamp": 4, "key": "x", "value": 4}),
+    ]);
+    let out = compile(&text, &Options::default()).unwrap();
+    let actions: Vec<Action> = out.decisions.iter().map(|d| d.action).collect();
+    assert_eq!(actions, vec![Action::Keep, Action::Keep, Action::Retire, Action::Keep]);
+    let mut options = Options::default();
+    options.retention.protected_tags = vec!["misc".into()];
+    options.retention.min_importance = 10.0;
+    let out = compile(&text, &options).unwrap();
+    let actions: Vec<Action> = out.decisions.iter().map(|d| d.action).collect();
+    assert_eq!(actions, vec![Action::Retire, Action::Retire, Action::Keep, Action::Keep]);
+}
+
+#[test]
+fn stubs_cost_less_than_what_they_replace_on_generated_traces() {
+    for seed in 0..5 {
+        let text = ctxgc_core::synth::events_jsonl(3000, seed);
+        let out = compile(&text, &Options::default()).unwrap();
+        let retired = out.decisions.iter().filter(|d| d.action == Action::Retire).count();
+        assert!(retired > 300, "seed {seed}: the generator makes dead work ({retired})");
+        assert!(out.tokens_after < out.tokens_before, "seed {seed}");
+    }
+}
+
+#[test]
+fn appending_one_by_one_equals_compiling_the_whole_trace() {
+    for (name, text) in fixtures() {
+        let items = lower_events(&text, &EventOptions::default()).unwrap();
+        let whole = ctxgc_core::compile::compile_event_session(&text, &Options::default()).unwrap();
+        let mut session = Session::new(Default::default());
+        for item in items {
+            session.append(item).unwrap();
+            session.compile();
+        }
+        assert_eq!(session.decisions(), whole.decisions(), "{name}");
+        assert_eq!(
+            ctxgc_core::render::prompt::render(&session).text,
+            ctxgc_core::render::prompt::render(&whole).text,
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn the_caller_s_events_are_not_mutated_and_order_is_stable() {
+    // Receipts are listed in input order, whatever ids hash to.
+    let text = jsonl(&[
+        json!({"id": "zz", "type": "set_var", "timestamp": 1, "key": "a", "value": 1}),
+        json!({"id": "aa", "type": "set_var", "timestamp": 2, "key": "b", "value": 1}),
+        json!({"id": "mm", "type": "set_var", "timestamp": 3, "key": "a", "value": 2}),
+        json!({"id": "bb", "type": "set_var", "timestamp": 4, "key": "b", "value": 2}),
+    ]);
+    let out = compile(&text, &Options::default()).unwrap();
+    let ids: Vec<&str> = out.receipts.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, vec!["zz", "aa"]);
+}
