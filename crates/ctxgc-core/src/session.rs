@@ -43,8 +43,12 @@ impl Default for RetentionPolicy {
     }
 }
 
+mod cache;
+
+pub use cache::{CacheModel, CompactionStep};
+
 /// The final decision on one item: the verdict in force, and any verdict retention overruled.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ItemPlan {
     /// The verdict in force (`None`: keep).
     pub verdict: Option<Verdict>,
@@ -91,6 +95,9 @@ pub struct Session {
     compiled: usize,
     protection_changed: Vec<usize>,
     warnings: Vec<Diagnostic>,
+    /// Cache-stable mode's state, when enabled.
+    #[serde(default)]
+    cache: Option<cache::CacheState>,
 }
 
 /// Maps an f64 to a u64 whose order is the float's total order.
@@ -125,6 +132,7 @@ impl Session {
             compiled: 0,
             protection_changed: Vec::new(),
             warnings: Vec::new(),
+            cache: None,
         }
     }
 
@@ -325,8 +333,17 @@ impl Session {
     /// Brings every pass up to date with what was appended since the last call. Costs in
     /// proportion to what was appended (and to what it changed), not to the whole session.
     pub fn compile(&mut self) {
-        let start = self.compiled;
-        let end = self.items.len();
+        if self.cache.is_some() {
+            self.compile_cache_stable();
+        } else {
+            let (start, end) = (self.compiled, self.items.len());
+            self.compile_range(start, end);
+        }
+    }
+
+    /// Brings the passes up to date with items `start..end` (the items before `start` were
+    /// compiled already; those from `end` on are left for later).
+    fn compile_range(&mut self, start: usize, end: usize) {
         self.graph.refresh(end);
         let fresh = self.graph.take_fresh_edges();
 
@@ -408,8 +425,18 @@ impl Session {
         self.protected.get(i).copied().unwrap_or(false)
     }
 
-    /// The plan for item `i`, as of the last [`Session::compile`].
+    /// The plan for item `i`, as of the last [`Session::compile`]. In cache-stable mode this is
+    /// the plan in force: frozen at the last compaction step for earlier items, as decided on
+    /// arrival for later ones.
     pub fn plan_of(&self, i: usize) -> ItemPlan {
+        if let Some(plan) = self.cache.as_ref().and_then(|c| c.effective(i)) {
+            return plan.clone();
+        }
+        self.eager_plan_of(i)
+    }
+
+    /// The plan for item `i` with everything decided now, ignoring cache stability.
+    pub fn eager_plan_of(&self, i: usize) -> ItemPlan {
         let cx = self.cx();
         let claim = self.passes.iter().find_map(|p| p.verdict(&cx, i));
         if self.is_protected(i) {

@@ -1,0 +1,310 @@
+//! Cache-stable compilation: the earlier output stays a byte-stable prefix, and compaction of
+//! history happens in deliberate, reported steps that pay for themselves.
+//!
+//! Provider prompt caches are prefix caches: a cached prefix costs a fraction of fresh input
+//! (`read_multiplier`, 0.1 by default), and any edit inside the history makes everything after
+//! it fresh input plus a cache write (`write_multiplier`, 1.25). So in this mode:
+//!
+//! - **Decisions that are stable on arrival are applied on arrival.** A decision about item
+//!   `i` that depends only on items up to `i` (compacting a tool output as it comes in, a
+//!   result identical to an earlier one, a stripped state block) never changes an earlier
+//!   prefix; it is taken the moment the item arrives.
+//! - **Decisions about items already sent are deferred** (a value superseded later, a read made
+//!   stale by a later edit) and applied together in one compaction step, only when the step
+//!   pays for itself.
+//! - **When to step is a pure function of the session so far.** A step is considered at every
+//!   check point — after each item that is not an assistant turn (the moments a request can be
+//!   sent) — with the effective plan `E` (frozen decisions before the last step, arrival
+//!   decisions after it) against the eager plan `P` (everything decided now):
+//!
+//!   `S` = tokens saved (`E` − `P`), `F` = tokens of `E` from the first item whose decision
+//!   changes (the suffix that becomes cache misses), `T` = expected remaining requests
+//!   (`max(min_expected_turns, assistant turns so far)`: a session tends to go on about as
+//!   long as it has lasted). Over the next `T` requests the step changes the input bill by
+//!
+//!   `net = S × ((T − 1) × read + write) − F × (write − read)`
+//!
+//!   (this request re-writes the invalidated suffix at the write price instead of reading it;
+//!   it and every later request send `S` fewer tokens). The step is taken when `net > 0` and
+//!   `S ≥ min_reclaim_tokens` (like a provider's `clear_at_least`).
+//!
+//! Because steps depend only on the items, a stateless caller that compiles each successive
+//! prefix of a session gets exactly the outputs of a long-lived [`Session`].
+
+use serde::{Deserialize, Serialize};
+
+use super::{ItemPlan, Session};
+use crate::ir::{Block, Kind, Role, plain_value};
+use crate::plan::{Action, Verdict};
+use crate::tokens::Tokenizer;
+
+/// The cost model of a provider prompt cache, and when a compaction step is worth it.
+///
+/// ```
+/// let m = ctxgc_core::session::CacheModel::default();
+/// assert_eq!((m.read_multiplier, m.write_multiplier), (0.1, 1.25));
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CacheModel {
+    /// Price of a cached input token relative to a fresh one.
+    pub read_multiplier: f64,
+    /// Price of a token written to the cache relative to a fresh one.
+    pub write_multiplier: f64,
+    /// The fewest remaining requests a step is assumed to serve.
+    pub min_expected_turns: f64,
+    /// The fewest tokens a step must reclaim.
+    pub min_reclaim_tokens: usize,
+    /// The tokenizer that counts.
+    pub tokenizer: Tokenizer,
+}
+
+impl Default for CacheModel {
+    fn default() -> Self {
+        CacheModel {
+            read_multiplier: 0.1,
+            write_multiplier: 1.25,
+            min_expected_turns: 4.0,
+            min_reclaim_tokens: 1024,
+            tokenizer: Tokenizer::default(),
+        }
+    }
+}
+
+/// One compaction step, as reported.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactionStep {
+    /// Items in the session when the step was taken.
+    pub at: usize,
+    /// Ids of the items whose decision the step changed.
+    pub items: Vec<String>,
+    /// Tokens the step removes from every later request.
+    pub tokens_saved: usize,
+    /// Tokens from the first changed item on: the prefix cache misses this step causes.
+    pub prefix_tokens_invalidated: usize,
+    /// Requests the step was assumed to serve.
+    pub expected_turns: f64,
+    /// Estimated change of the input bill over those requests, in fresh-token units (positive: saved).
+    pub estimated_net: f64,
+}
+
+/// What cache-stable mode keeps between compiles.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct CacheState {
+    model: CacheModel,
+    /// Items before this use `frozen`; items from it on use `arrival`.
+    boundary: usize,
+    frozen: Vec<ItemPlan>,
+    arrival: Vec<ItemPlan>,
+    /// Token cost of each item as given.
+    cost_kept: Vec<usize>,
+    assistant_turns: usize,
+    steps: Vec<CompactionStep>,
+}
+
+impl CacheState {
+    pub(super) fn new(model: CacheModel) -> Self {
+        CacheState {
+            model,
+            boundary: 0,
+            frozen: Vec::new(),
+            arrival: Vec::new(),
+            cost_kept: Vec::new(),
+            assistant_turns: 0,
+            steps: Vec::new(),
+        }
+    }
+
+    pub(super) fn effective(&self, i: usize) -> Option<&ItemPlan> {
+        if i < self.boundary { self.frozen.get(i) } else { self.arrival.get(i) }
+    }
+}
+
+/// The text of one block as the model reads it, with a rewrite substituted.
+fn block_text(block: &Block) -> String {
+    match block {
+        Block::Text { text } => text.clone(),
+        Block::ToolCall(call) => format!("{}{}", call.name, call.arguments),
+        Block::ToolResult(out) => plain_value(&out.output),
+        Block::Thinking | Block::Other => String::new(),
+    }
+}
+
+impl Session {
+    /// Switches this (still empty) session to cache-stable compilation.
+    pub fn enable_cache_stable(&mut self, model: CacheModel) {
+        self.cache = Some(CacheState::new(model));
+    }
+
+    /// The compaction steps taken so far (cache-stable mode).
+    pub fn compaction_steps(&self) -> &[CompactionStep] {
+        self.cache.as_ref().map_or(&[], |c| c.steps.as_slice())
+    }
+
+    /// Tokens the model reads for item `i` under `plan`.
+    fn cost_under(&self, i: usize, plan: &ItemPlan, kept: usize) -> usize {
+        match plan.verdict.as_ref() {
+            None => kept,
+            Some(v) if v.action == Action::Retire => 0,
+            Some(v) => self.rewritten_cost(i, v),
+        }
+    }
+
+    fn rewritten_cost(&self, i: usize, verdict: &Verdict) -> usize {
+        let Some(cache) = &self.cache else { return 0 };
+        let tok = cache.model.tokenizer;
+        match &self.items[i].kind {
+            Kind::Message(m) => m
+                .blocks
+                .iter()
+                .enumerate()
+                .map(|(b, block)| match verdict.rewrites.iter().find(|r| r.block == b) {
+                    Some(r) => tok.count(&r.text),
+                    None => tok.count(&block_text(block)),
+                })
+                .sum(),
+            _ => verdict.rewrites.iter().map(|r| tok.count(&r.text)).sum(),
+        }
+    }
+
+    fn kept_cost(&self, i: usize, tok: Tokenizer) -> usize {
+        match &self.items[i].kind {
+            Kind::Message(m) => m.blocks.iter().map(|b| tok.count(&block_text(b))).sum(),
+            _ => tok.count(&crate::render::prompt::event_line(&self.items[i])),
+        }
+    }
+
+    /// Cache-stable compile: items are taken one at a time, so that what is decided on arrival
+    /// and when steps happen does not depend on how the session was batched.
+    pub(super) fn compile_cache_stable(&mut self) {
+        let end = self.items.len();
+        while self.compiled < end {
+            let i = self.compiled;
+            self.compile_range(i, i + 1);
+            let Some(tok) = self.cache.as_ref().map(|c| c.model.tokenizer) else { return };
+            let arrival = self.eager_plan_of(i);
+            let kept = self.kept_cost(i, tok);
+            let is_assistant = matches!(&self.items[i].kind, Kind::Message(m) if m.role == Role::Assistant);
+            if let Some(cache) = self.cache.as_mut() {
+                cache.arrival.push(arrival);
+                cache.cost_kept.push(kept);
+                if is_assistant {
+                    cache.assistant_turns += 1;
+                }
+            }
+            if !is_assistant {
+                self.consider_step(i + 1);
+            }
+        }
+    }
+
+    fn consider_step(&mut self, k: usize) {
+        let Some(cache) = self.cache.as_ref() else { return };
+        let model = cache.model.clone();
+        let mut saved: i64 = 0;
+        let mut first_change: Option<usize> = None;
+        let mut eager_plans = Vec::with_capacity(k);
+        for i in 0..k {
+            let eager = self.eager_plan_of(i);
+            let Some(effective) = cache.effective(i) else { return };
+            if &eager != effective {
+                first_change.get_or_insert(i);
+                let kept = cache.cost_kept[i];
+                saved += self.cost_under(i, effective, kept) as i64 - self.cost_under(i, &eager, kept) as i64;
+            }
+            eager_plans.push(eager);
+        }
+        let Some(first) = first_change else { return };
+        if saved < model.min_reclaim_tokens as i64 {
+            return;
+        }
+        let invalidated: usize = (first..k)
+            .map(|i| self.cost_under(i, &eager_plans[i], cache.cost_kept[i]))
+            .sum();
+        let turns = model.min_expected_turns.max(cache.assistant_turns as f64);
+        let s = saved as f64;
+        let net = s * ((turns - 1.0) * model.read_multiplier + model.write_multiplier)
+            - invalidated as f64 * (model.write_multiplier - model.read_multiplier);
+        if net <= 0.0 {
+            return;
+        }
+        let changed: Vec<String> = (0..k)
+            .filter(|&i| cache.effective(i) != Some(&eager_plans[i]))
+            .map(|i| self.items[i].id.clone())
+            .collect();
+        if let Some(cache) = self.cache.as_mut() {
+            cache.frozen = eager_plans;
+            cache.boundary = k;
+            cache.steps.push(CompactionStep {
+                at: k,
+                items: changed,
+                tokens_saved: saved as usize,
+                prefix_tokens_invalidated: invalidated,
+                expected_turns: turns,
+                estimated_net: net,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frontend::events::{EventOptions, lower_events};
+
+    fn items(n: usize) -> Vec<crate::ir::Item> {
+        let big = "v".repeat(400);
+        let text: String = (0..n)
+            .map(|i| {
+                format!(
+                    "{{\"id\":\"e{i}\",\"type\":\"set_var\",\"timestamp\":{i},\"key\":\"k{}\",\"value\":\"{big} {i}\"}}\n",
+                    i % 3
+                )
+            })
+            .collect();
+        lower_events(&text, &EventOptions::default()).unwrap()
+    }
+
+    #[test]
+    fn plans_stay_frozen_between_steps_and_steps_pay() {
+        let mut session = Session::new(Default::default());
+        session.enable_cache_stable(CacheModel { min_reclaim_tokens: 200, ..CacheModel::default() });
+        let mut previous: Vec<ItemPlan> = Vec::new();
+        let mut steps_seen = 0;
+        for item in items(40) {
+            session.append(item).unwrap();
+            session.compile();
+            let now: Vec<ItemPlan> = (0..previous.len()).map(|i| session.plan_of(i)).collect();
+            if session.compaction_steps().len() == steps_seen {
+                assert_eq!(now, previous, "no step: earlier plans unchanged");
+            } else {
+                steps_seen = session.compaction_steps().len();
+            }
+            previous = (0..session.items().len()).map(|i| session.plan_of(i)).collect();
+        }
+        assert!(steps_seen > 0, "superseded 400-token values make steps worth it");
+        for step in session.compaction_steps() {
+            assert!(step.estimated_net > 0.0 && step.tokens_saved >= 200);
+        }
+        // Eager compilation would have retired every superseded value; cache-stable retires
+        // only what steps reclaimed, so some recent superseded values are still sent.
+        let eager_retired = (0..40).filter(|&i| session.eager_plan_of(i).verdict.is_some()).count();
+        let retired = (0..40).filter(|&i| session.plan_of(i).verdict.is_some()).count();
+        assert!(retired < eager_retired && retired > 0);
+    }
+
+    #[test]
+    fn batching_does_not_change_the_outcome() {
+        let mut one_by_one = Session::new(Default::default());
+        one_by_one.enable_cache_stable(CacheModel { min_reclaim_tokens: 200, ..CacheModel::default() });
+        for item in items(30) {
+            one_by_one.append(item).unwrap();
+            one_by_one.compile();
+        }
+        let mut batch = Session::new(Default::default());
+        batch.enable_cache_stable(CacheModel { min_reclaim_tokens: 200, ..CacheModel::default() });
+        batch.extend(items(30)).unwrap();
+        batch.compile();
+        assert_eq!(one_by_one.compaction_steps(), batch.compaction_steps());
+        assert_eq!(one_by_one.decisions(), batch.decisions());
+    }
+}
