@@ -17,6 +17,10 @@ use ctxgc_core::frontend::events::{EventOptions, lower_events};
 use ctxgc_core::render::prompt;
 use ctxgc_core::{Item, Session};
 
+// The allocator the `ctxgc` binary uses.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn lowered(n: usize) -> (String, Vec<Item>) {
     let text = ctxgc_core::synth::events_jsonl(n, 42);
     let items = lower_events(&text, &EventOptions::default()).expect("generated trace is valid");
@@ -67,34 +71,39 @@ fn next_event(n: usize, parent: &str) -> Item {
 
 fn incremental(c: &mut Criterion) {
     let mut group = c.benchmark_group("incremental");
-    group.sample_size(50);
+    group.sample_size(30);
     let (_, items) = lowered(100_000);
     let last = items.last().map(|i| i.id.clone()).unwrap_or_default();
-    let mut session = Session::new(Default::default());
-    session.extend(items).expect("valid");
-    session.compile();
-    let mut n = 0usize;
-    let mut parent = last.clone();
-    group.bench_function("append1_compile/100000", |b| {
-        b.iter(|| {
-            let item = next_event(n, &parent);
-            parent = item.id.clone();
-            n += 1;
-            session.append(item).expect("valid");
-            session.compile();
-            black_box(session.items().len())
-        })
-    });
-    group.bench_function("append1_compile_render/100000", |b| {
-        b.iter(|| {
-            let item = next_event(n, &parent);
-            parent = item.id.clone();
-            n += 1;
-            session.append(item).expect("valid");
-            session.compile();
-            black_box(prompt::render(&session).text.len())
-        })
-    });
+    let mut base = Session::new(Default::default());
+    base.extend(items).expect("valid");
+    base.compile();
+    // The session is reset to its 100k-event state every `chunk` appends (outside the
+    // measurement), so every measured append lands on a session of 100k..100k+chunk events.
+    let run = |iters: u64, chunk: u64, render: bool| {
+        let mut total = Duration::ZERO;
+        let mut done = 0u64;
+        while done < iters {
+            let mut session = base.clone();
+            let mut parent = last.clone();
+            let n = chunk.min(iters - done);
+            let start = std::time::Instant::now();
+            for k in 0..n {
+                let item = next_event(k as usize, &parent);
+                parent = item.id.clone();
+                session.append(item).expect("valid");
+                session.compile();
+                if render {
+                    black_box(prompt::render(&session).text.len());
+                }
+            }
+            total += start.elapsed();
+            done += n;
+            drop(session);
+        }
+        total
+    };
+    group.bench_function("append1_compile/100000", |b| b.iter_custom(|iters| run(iters, 1000, false)));
+    group.bench_function("append1_compile_render/100000", |b| b.iter_custom(|iters| run(iters, 5, true)));
     group.finish();
 }
 
