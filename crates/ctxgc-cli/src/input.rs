@@ -4,6 +4,7 @@ use std::io::Read;
 use std::path::PathBuf;
 
 use clap::Args;
+use ctxgc_core::chat::{ChatOptions, Preset, Schema, SchemaPolicy};
 use ctxgc_core::{Format, Options, Tokenizer};
 
 use crate::Failure;
@@ -26,6 +27,43 @@ pub struct CompileOptions {
     /// Tokenizer for exact counts: o200k_base (default) or cl100k_base.
     #[arg(long, default_value = "o200k_base")]
     pub tokenizer: String,
+    /// Chats: what may be taken away: lossless, default, aggressive, or cache-stable (default's
+    /// passes, history compacted only in steps that pay for themselves under a prompt cache).
+    #[arg(long, value_name = "PRESET", default_value = "default")]
+    pub preset: String,
+    /// Chats: write the output in this format (openai-chat, anthropic, responses) instead of the input's.
+    #[arg(long, value_name = "FORMAT")]
+    pub to: Option<String>,
+    /// Chats: entity schema for declared state (ctxgc `keys` form or the contextgc entity-schema form).
+    #[arg(long, value_name = "FILE")]
+    pub schema: Option<PathBuf>,
+    /// Chats: what a declaration that breaks the schema does: flag (default), reject, off (always reported).
+    #[arg(long, value_name = "POLICY", default_value = "flag")]
+    pub schema_policy: String,
+    /// Chats: never touch the outputs of this tool (name or glob with * and ?; repeatable).
+    #[arg(long = "keep-tool", value_name = "NAME")]
+    pub keep_tools: Vec<String>,
+    /// Chats: the recall tool the model has; only then do stubs name a receipt id to fetch.
+    #[arg(long, value_name = "NAME")]
+    pub expand_tool: Option<String>,
+    /// Chats: sample lists of records longer than this many rows (overrides the preset).
+    #[arg(long, value_name = "N")]
+    pub max_rows: Option<usize>,
+    /// Chats: leading rows a sampled list keeps, besides safety-flagged rows (overrides the preset).
+    #[arg(long, value_name = "N")]
+    pub keep_rows: Option<usize>,
+    /// Chats: fold plain-text outputs longer than this many lines (overrides the preset).
+    #[arg(long, value_name = "N")]
+    pub max_lines: Option<usize>,
+    /// Chats: a word that keeps any row or line carrying it (repeatable; added to the safety list).
+    #[arg(long = "safety-word", value_name = "WORD")]
+    pub safety_words: Vec<String>,
+    /// Chats: most declared keys tracked at once.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_keys: usize,
+    /// Chats: longest declared value, in characters of compact JSON.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_value_chars: usize,
 }
 
 impl CompileOptions {
@@ -50,7 +88,57 @@ impl CompileOptions {
                 self.tokenizer
             ))
         })?;
+        self.chat_options(&mut options.chat)?;
         Ok(options)
+    }
+}
+
+impl CompileOptions {
+    fn chat_options(&self, chat: &mut ChatOptions) -> Result<(), Failure> {
+        if self.preset == "cache-stable" {
+            // The default passes, compacting history only in steps that pay for themselves.
+            chat.preset = Preset::Default;
+            chat.cache = Some(ctxgc_core::session::CacheModel::default());
+        } else {
+            chat.preset = Preset::from_name(&self.preset).ok_or_else(|| {
+                Failure::Usage(format!(
+                    "unknown preset {:?}: use lossless, default, aggressive or cache-stable",
+                    self.preset
+                ))
+            })?;
+        }
+        if let Some(to) = &self.to {
+            chat.to = Some(Format::from_name(to).ok_or_else(|| {
+                Failure::Usage(format!(
+                    "unknown format {to:?}: use openai-chat, anthropic or responses"
+                ))
+            })?);
+        }
+        chat.schema_policy = SchemaPolicy::from_name(&self.schema_policy).ok_or_else(|| {
+            Failure::Usage(format!(
+                "unknown schema policy {:?}: use flag, reject or off",
+                self.schema_policy
+            ))
+        })?;
+        if let Some(path) = &self.schema {
+            let text = read_input(Some(path)).map_err(|e| match e {
+                Failure::Input(m) => Failure::Usage(format!("--schema: {m}")),
+                other => other,
+            })?;
+            chat.schema = Some(
+                Schema::from_json(&text)
+                    .map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))?,
+            );
+        }
+        chat.keep_tools = self.keep_tools.clone();
+        chat.expand_tool = self.expand_tool.clone();
+        chat.max_rows = self.max_rows;
+        chat.keep_rows = self.keep_rows;
+        chat.max_lines = self.max_lines;
+        chat.extra_safety_words = self.safety_words.clone();
+        chat.max_keys = self.max_keys;
+        chat.max_value_chars = self.max_value_chars;
+        Ok(())
     }
 }
 

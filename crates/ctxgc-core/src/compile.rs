@@ -22,6 +22,8 @@ pub struct Options {
     pub events: EventOptions,
     /// Which vocabulary counts tokens.
     pub tokenizer: Tokenizer,
+    /// Chat options: preset, schema, protected tools, output format.
+    pub chat: crate::chat::ChatOptions,
 }
 
 /// The receipt of one retired or rewritten item: its original is recoverable by id.
@@ -62,6 +64,12 @@ pub struct Compiled {
     /// Problems that did not stop compilation.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<Diagnostic>,
+    /// For chats: register, declarations, orphan check, tokens per payload, validation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chat: Option<crate::chat::compile::ChatReport>,
+    /// For JSONL of conversation records: each record's own report.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub records: Vec<crate::chat::compile::RecordCompiled>,
 }
 
 /// Lowers an event trace into a compiled [`Session`].
@@ -95,9 +103,17 @@ pub fn input_format(text: &str, options: &Options) -> Result<Format, Error> {
 /// ```
 pub fn compile(text: &str, options: &Options) -> Result<Compiled, Error> {
     match input_format(text, options)? {
+        Format::Events if options.chat.cache.is_some() => Err(Error::Usage(
+            "cache-stable compilation applies to message transcripts; an event trace is rendered \
+             as one prompt text with grouped receipts, rebuilt on every compile"
+                .into(),
+        )),
         Format::Events => {
             let session = compile_event_session(text, options)?;
             Ok(report_events(&session, options.tokenizer))
+        }
+        Format::OpenaiChat | Format::Anthropic | Format::Responses => {
+            crate::chat::compile::compile_chat(text, options)
         }
         other => Err(Error::UnknownFormat(format!(
             "{} input is not supported yet",
@@ -127,6 +143,8 @@ pub fn report_events(session: &Session, tokenizer: Tokenizer) -> Compiled {
         decisions,
         receipts,
         warnings: session.warnings().to_vec(),
+        chat: None,
+        records: Vec::new(),
     }
 }
 
@@ -168,6 +186,9 @@ pub fn receipt(text: &str, options: &Options, id: &str) -> Result<(String, Decis
                 .ok_or_else(|| Error::Usage(format!("no item with id {id:?} in the input")))?;
             Ok((session.items()[i].raw.clone(), session.decision(i)))
         }
+        Format::OpenaiChat | Format::Anthropic | Format::Responses => {
+            crate::chat::compile::receipt(text, options, id)
+        }
         other => Err(Error::UnknownFormat(format!(
             "{} input is not supported yet",
             other.name()
@@ -188,6 +209,9 @@ pub fn before_after(text: &str, options: &Options) -> Result<(String, String), E
                 .map(prompt::event_line)
                 .collect();
             Ok((before, prompt::render(&session).text))
+        }
+        Format::OpenaiChat | Format::Anthropic | Format::Responses => {
+            crate::chat::compile::before_after(text, options)
         }
         other => Err(Error::UnknownFormat(format!(
             "{} input is not supported yet",

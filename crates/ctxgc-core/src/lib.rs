@@ -27,6 +27,7 @@ pub mod graph;
 pub mod ir;
 pub mod passes;
 pub mod plan;
+pub mod projection;
 pub mod render;
 pub mod session;
 pub mod store;

@@ -352,3 +352,20 @@ fn the_caller_s_events_are_not_mutated_and_order_is_stable() {
     let ids: Vec<&str> = out.receipts.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(ids, vec!["zz", "aa"]);
 }
+
+#[test]
+fn a_session_survives_a_serde_round_trip_and_resumes() {
+    for (name, text) in fixtures() {
+        let items = lower_events(&text, &EventOptions::default()).unwrap();
+        let (head, tail) = items.split_at(items.len() / 2);
+        let mut session = Session::new(Default::default());
+        session.extend(head.to_vec()).unwrap();
+        session.compile();
+        let stored = serde_json::to_string(&session).unwrap();
+        let mut resumed: Session = serde_json::from_str(&stored).unwrap_or_else(|e| panic!("{name}: {e}"));
+        resumed.extend(tail.to_vec()).unwrap();
+        resumed.compile();
+        let whole = ctxgc_core::compile::compile_event_session(&text, &Options::default()).unwrap();
+        assert_eq!(resumed.decisions(), whole.decisions(), "{name}");
+    }
+}

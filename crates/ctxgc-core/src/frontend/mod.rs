@@ -14,6 +14,7 @@ pub mod events;
 pub mod openai;
 pub mod records;
 pub mod responses;
+pub mod tracetrim;
 
 /// How the items of an input are laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,7 +125,10 @@ fn detect_document(doc: &str) -> Result<Detected, Error> {
                     records: false,
                 });
             }
-            if map.get("input").is_some_and(Value::is_array) {
+            if map
+                .get("input")
+                .is_some_and(|i| i.is_array() || i.is_string())
+            {
                 return Ok(Detected {
                     format: Format::Responses,
                     layout: Layout::Wrapped("input"),
@@ -325,9 +329,11 @@ pub fn lower_conversations(
         Format::OpenaiChat | Format::Anthropic | Format::Responses => {
             crate::chat::compile::conversations(text, options)
         }
-        other => Err(Error::UnknownFormat(format!(
-            "{} input is not supported yet",
-            other.name()
-        ))),
+        Format::Tracetrim => Ok(vec![Conversation {
+            id: "0".into(),
+            format,
+            items: tracetrim::lower_tracetrim(text)?,
+            raw: text.to_owned(),
+        }]),
     }
 }

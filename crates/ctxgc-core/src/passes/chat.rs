@@ -82,6 +82,7 @@ impl Pass for ChatPasses {
                 note: None,
             });
             let mut took = Vec::new();
+            let offered = v.rewrites.len();
             for rw in v.rewrites {
                 if !merged.rewrites.iter().any(|m| m.block == rw.block) {
                     took.push(rw.block);
@@ -98,7 +99,10 @@ impl Pass for ChatPasses {
             }
             let blocks: Vec<String> = took.iter().map(|b| b.to_string()).collect();
             parts.push(format!("block {}: {}", blocks.join(", "), v.reason.code()));
-            if let Some(note) = v.note {
+            // A pass's note speaks of all its blocks; it is kept only when all were taken.
+            if took.len() == offered
+                && let Some(note) = v.note
+            {
                 notes.push(note);
             }
         }

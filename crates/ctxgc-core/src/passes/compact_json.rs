@@ -42,6 +42,7 @@ pub static DOC: PassDoc = PassDoc {
 pub struct CompactJson {
     config: ChatConfig,
     pairing: Pairing,
+    #[serde(with = "crate::chat::position_map")]
     rewrites: HashMap<usize, (Vec<BlockRewrite>, Vec<String>)>,
 }
 
@@ -77,7 +78,11 @@ impl Pass for CompactJson {
                 let entry = self.rewrites.entry(i).or_default();
                 entry.1.push(format!(
                     "{}: {} -> {} tokens",
-                    if c.tables { "header + rows" } else { "compact JSON" },
+                    if c.tables {
+                        "header + rows"
+                    } else {
+                        "compact JSON"
+                    },
                     c.tokens_before,
                     c.tokens_after
                 ));

@@ -52,6 +52,7 @@ pub struct DuplicateResults {
     pairing: Pairing,
     last: HashMap<String, Last>,
     /// item → (block, stub, the item holding the twin).
+    #[serde(with = "crate::chat::position_map")]
     stubs: HashMap<usize, Vec<(usize, String, usize)>>,
 }
 
@@ -108,8 +109,10 @@ impl Pass for DuplicateResults {
 
     fn verdict(&self, cx: &Cx<'_>, i: usize) -> Option<Verdict> {
         let stubs = self.stubs.get(&i)?;
-        let live: Vec<&(usize, String, usize)> =
-            stubs.iter().filter(|(_, _, twin)| cx.survives(*twin)).collect();
+        let live: Vec<&(usize, String, usize)> = stubs
+            .iter()
+            .filter(|(_, _, twin)| cx.survives(*twin))
+            .collect();
         if live.is_empty() {
             return None;
         }

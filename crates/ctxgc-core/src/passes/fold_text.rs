@@ -46,6 +46,7 @@ pub static DOC: PassDoc = PassDoc {
 pub struct FoldText {
     config: ChatConfig,
     pairing: Pairing,
+    #[serde(with = "crate::chat::position_map")]
     rewrites: HashMap<usize, (Vec<BlockRewrite>, Vec<String>)>,
 }
 
@@ -76,8 +77,13 @@ impl Pass for FoldText {
                 }
                 let Some(text) = &r.text else { continue };
                 let hint = self.config.recovery_hint(&cx.items[i].id);
-                let Some(f) = fold_text(text, folding, &self.config.safety, &hint, self.config.tokenizer)
-                else {
+                let Some(f) = fold_text(
+                    text,
+                    folding,
+                    &self.config.safety,
+                    &hint,
+                    self.config.tokenizer,
+                ) else {
                     continue;
                 };
                 let entry = self.rewrites.entry(i).or_default();

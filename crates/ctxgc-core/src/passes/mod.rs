@@ -24,9 +24,9 @@ pub mod dead_branch;
 pub mod duplicate_calls;
 pub mod duplicate_results;
 pub mod fold_text;
-pub mod replaced_register;
 pub mod repeated_runs;
 pub mod replaced_notes;
+pub mod replaced_register;
 pub mod resolved_errors;
 pub mod sample_rows;
 pub mod stale_reads;
@@ -90,7 +90,7 @@ pub trait Pass {
 
 /// The pipeline's passes, by name, so the order is data and the state can be stored.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "pass", rename_all = "kebab-case")]
+#[serde(rename_all = "kebab-case")]
 pub enum AnyPass {
     /// [`dead_branch::DeadBranches`]
     DeadBranch(dead_branch::DeadBranches),
@@ -196,6 +196,25 @@ pub fn chat_pipeline(config: &crate::chat::ChatConfig) -> Vec<AnyPass> {
         AnyPass::CompactJson(compact_json::CompactJson::new(config.clone())),
         AnyPass::StateBlock(state_blocks::StateBlocks::new(config.clone())),
     ]))]
+}
+
+/// The chat pipeline of a preset, with every other chat option at its default.
+///
+/// ```
+/// use ctxgc_core::chat::Preset;
+/// use ctxgc_core::passes::chat_preset_pipeline;
+/// let session = ctxgc_core::Session::with_passes(Default::default(), chat_preset_pipeline(Preset::Lossless));
+/// assert!(session.items().is_empty());
+/// ```
+pub fn chat_preset_pipeline(preset: crate::chat::Preset) -> Vec<AnyPass> {
+    let options = crate::chat::ChatOptions {
+        preset,
+        ..Default::default()
+    };
+    chat_pipeline(&crate::chat::ChatConfig::resolve(
+        &options,
+        Default::default(),
+    ))
 }
 
 /// Every pass's documentation, in pipeline order.

@@ -38,6 +38,7 @@ pub static DOC: PassDoc = PassDoc {
 /// State: registers found, by item: the register blocks, and whether that is all it holds.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ReplacedRegister {
+    #[serde(with = "crate::chat::position_map")]
     found: HashMap<usize, (Vec<usize>, bool)>,
 }
 

@@ -49,6 +49,7 @@ pub static DOC: PassDoc = PassDoc {
 pub struct SampleRows {
     config: ChatConfig,
     pairing: Pairing,
+    #[serde(with = "crate::chat::position_map")]
     rewrites: HashMap<usize, (Vec<BlockRewrite>, Vec<String>)>,
 }
 

@@ -45,6 +45,7 @@ pub static DOC: PassDoc = PassDoc {
 pub struct StateBlocks {
     config: ChatConfig,
     pairing: Pairing,
+    #[serde(with = "crate::chat::position_map")]
     rewrites: HashMap<usize, (Vec<BlockRewrite>, bool)>,
 }
 
@@ -87,7 +88,8 @@ impl Pass for StateBlocks {
                     _ => continue,
                 };
                 if let Some(stripped) = strip_blocks(text) {
-                    trusted &= message.role == Role::Assistant && matches!(block, Block::Text { .. });
+                    trusted &=
+                        message.role == Role::Assistant && matches!(block, Block::Text { .. });
                     rewrites.push(BlockRewrite {
                         block: b,
                         text: stripped,

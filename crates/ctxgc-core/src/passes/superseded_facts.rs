@@ -24,7 +24,7 @@
 //!
 //! **Code.** `superseded-fact`.
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
@@ -47,7 +47,7 @@ pub static DOC: PassDoc = PassDoc {
 pub struct SupersededFacts {
     enabled: bool,
     ledger: Ledger,
-    eligible: HashSet<usize>,
+    eligible: BTreeSet<usize>,
 }
 
 impl SupersededFacts {
@@ -56,7 +56,7 @@ impl SupersededFacts {
         SupersededFacts {
             enabled: config.retire_superseded_facts,
             ledger: Ledger::new(config.state.clone()),
-            eligible: HashSet::new(),
+            eligible: BTreeSet::new(),
         }
     }
 
@@ -100,7 +100,10 @@ impl Pass for SupersededFacts {
             .map(|(k, _)| k.clone())
             .collect();
         Some(Verdict {
-            note: Some(format!("declared {}; all superseded or revoked", keys.join(", "))),
+            note: Some(format!(
+                "declared {}; all superseded or revoked",
+                keys.join(", ")
+            )),
             ..Verdict::retire(Reason::SupersededFact, by)
         })
     }

@@ -56,6 +56,7 @@ pub struct SupersededReads {
     pairing: Pairing,
     reads: HashMap<String, Vec<Read>>,
     /// item → (block, signature, position in its list).
+    #[serde(with = "crate::chat::position_map")]
     member: HashMap<usize, Vec<(usize, String, usize)>>,
 }
 
@@ -82,10 +83,11 @@ impl Pass for SupersededReads {
                     continue;
                 }
                 let list = self.reads.entry(r.call.signature.clone()).or_default();
-                self.member
-                    .entry(i)
-                    .or_default()
-                    .push((r.slot.block, r.call.signature.clone(), list.len()));
+                self.member.entry(i).or_default().push((
+                    r.slot.block,
+                    r.call.signature.clone(),
+                    list.len(),
+                ));
                 list.push(Read {
                     slot: r.slot,
                     hash: blake3::hash(canonical_json(&r.output.output).as_bytes())
@@ -133,7 +135,7 @@ impl Pass for SupersededReads {
                 }
             }
         }
-        (!rewrites.is_empty()).then(|| Verdict {
+        (!rewrites.is_empty()).then_some(Verdict {
             action: Action::Rewrite,
             reason: Reason::SupersededRead,
             by,

@@ -90,9 +90,14 @@ fn drop_empty_parts(list: &mut Vec<Value>, emptied: &[usize]) {
 /// What a message that held only a state block becomes, where empty content is not allowed.
 const EMPTIED: &str = "[ctxgc: this message held only a state block]";
 
-fn rewrite_value(format: Format, raw: &str, rewrites: &[BlockRewrite], system: bool) -> Result<Value, Error> {
-    let mut value: Value =
-        serde_json::from_str(raw).map_err(|e| internal(format!("an original no longer parses: {e}")))?;
+fn rewrite_value(
+    format: Format,
+    raw: &str,
+    rewrites: &[BlockRewrite],
+    system: bool,
+) -> Result<Value, Error> {
+    let mut value: Value = serde_json::from_str(raw)
+        .map_err(|e| internal(format!("an original no longer parses: {e}")))?;
     let result = match format {
         Format::OpenaiChat => crate::frontend::openai::apply_rewrites(&mut value, rewrites),
         Format::Anthropic => crate::frontend::anthropic::apply_rewrites(&mut value, rewrites),
@@ -128,7 +133,12 @@ fn rewrite_value(format: Format, raw: &str, rewrites: &[BlockRewrite], system: b
 }
 
 /// The item as it is sent, or `None` when it is retired.
-fn item_json(format: Format, session: &Session, i: usize, system: bool) -> Result<Option<String>, Error> {
+fn item_json(
+    format: Format,
+    session: &Session,
+    i: usize,
+    system: bool,
+) -> Result<Option<String>, Error> {
     let item = &session.items()[i];
     let plan = session.plan_of(i);
     match plan.verdict {
@@ -136,9 +146,9 @@ fn item_json(format: Format, session: &Session, i: usize, system: bool) -> Resul
         Some(v) => match v.action {
             Action::Keep => Ok(Some(item.raw.clone())),
             Action::Retire => Ok(None),
-            Action::Rewrite => {
-                Ok(Some(rewrite_value(format, &item.raw, &v.rewrites, system)?.to_string()))
-            }
+            Action::Rewrite => Ok(Some(
+                rewrite_value(format, &item.raw, &v.rewrites, system)?.to_string(),
+            )),
         },
     }
 }
@@ -181,15 +191,26 @@ fn write_object(entries: &[(String, String)]) -> String {
 }
 
 /// Renders the compiled document in its own format.
-pub fn render(doc: &ChatDoc, session: &Session, register: Option<&str>) -> Result<RenderedChat, Error> {
+pub fn render(
+    doc: &ChatDoc,
+    session: &Session,
+    register: Option<&str>,
+) -> Result<RenderedChat, Error> {
     match doc.format {
         Format::Anthropic => render_anthropic(doc, session, register),
         Format::OpenaiChat | Format::Responses => render_list(doc, session, register),
-        other => Err(Error::UnknownFormat(format!("{} is not a chat format", other.name()))),
+        other => Err(Error::UnknownFormat(format!(
+            "{} is not a chat format",
+            other.name()
+        ))),
     }
 }
 
-fn render_list(doc: &ChatDoc, session: &Session, register: Option<&str>) -> Result<RenderedChat, Error> {
+fn render_list(
+    doc: &ChatDoc,
+    session: &Session,
+    register: Option<&str>,
+) -> Result<RenderedChat, Error> {
     let items = session.items();
     let at = register_position(items, None);
     let mut messages = Vec::new();
@@ -228,7 +249,9 @@ fn render_list(doc: &ChatDoc, session: &Session, register: Option<&str>) -> Resu
             for m in &mut messages {
                 if m.json.trim_start().starts_with('"') {
                     m.json = format!("{{\"role\":\"user\",\"content\":{}}}", m.json);
-                } else if matches!(m.source, Source::Item(_)) && !m.json.trim_start().starts_with('{') {
+                } else if matches!(m.source, Source::Item(_))
+                    && !m.json.trim_start().starts_with('{')
+                {
                     return Err(internal("unexpected input shape"));
                 }
             }
@@ -263,7 +286,11 @@ fn envelope_with(doc: &ChatDoc, list: String) -> String {
     }
 }
 
-fn render_anthropic(doc: &ChatDoc, session: &Session, register: Option<&str>) -> Result<RenderedChat, Error> {
+fn render_anthropic(
+    doc: &ChatDoc,
+    session: &Session,
+    register: Option<&str>,
+) -> Result<RenderedChat, Error> {
     let items = session.items();
     let mut warnings = Vec::new();
     // The system value: unchanged bytes unless a register is added or an old one removed.
@@ -383,7 +410,10 @@ fn portable(session: &Session, i: usize, warnings: &mut Vec<Diagnostic>) -> Opti
         results: Vec::new(),
     };
     for (b, block) in message.blocks.iter().enumerate() {
-        let new = rewrites.iter().find(|r| r.block == b).map(|r| r.text.clone());
+        let new = rewrites
+            .iter()
+            .find(|r| r.block == b)
+            .map(|r| r.text.clone());
         match block {
             Block::Text { text } => {
                 let t = new.unwrap_or_else(|| text.clone());
@@ -429,7 +459,11 @@ fn arguments_object(args: &Value) -> Value {
 }
 
 /// Renders the compiled session in another chat format, rebuilt from the IR.
-pub fn convert(session: &Session, register: Option<&str>, target: Format) -> Result<RenderedChat, Error> {
+pub fn convert(
+    session: &Session,
+    register: Option<&str>,
+    target: Format,
+) -> Result<RenderedChat, Error> {
     let mut warnings = Vec::new();
     let items = session.items();
     // Call ids must be unique in Anthropic and Responses; repeated ids get a suffix, and each
@@ -463,12 +497,16 @@ pub fn convert(session: &Session, register: Option<&str>, target: Format) -> Res
             .unwrap_or_else(|| fallback.to_owned())
     };
     let call_id = |i: usize, b: usize, fallback: &str| -> String {
-        call_ids.get(&(i, b)).cloned().unwrap_or_else(|| fallback.to_owned())
+        call_ids
+            .get(&(i, b))
+            .cloned()
+            .unwrap_or_else(|| fallback.to_owned())
     };
     let mut system_texts: Vec<String> = Vec::new();
     let mut out: Vec<OutputMessage> = Vec::new();
     let at = register_position(items, None);
     let mut register_done = false;
+    #[allow(clippy::needless_range_loop)] // `i` names the item in closures and in its output
     for i in 0..items.len() {
         if i == at && !register_done {
             register_done = true;
@@ -568,13 +606,19 @@ pub fn convert(session: &Session, register: Option<&str>, target: Format) -> Res
                     blocks.push(json!({"type": "text", "text": t}));
                 }
                 for (k, (id, name, args)) in p.calls.iter().enumerate() {
-                    blocks.push(json!({"type": "tool_use", "id": call_id(i, block_index(&is_call, k), id),
-                                       "name": name, "input": arguments_object(args)}));
+                    blocks.push(
+                        json!({"type": "tool_use", "id": call_id(i, block_index(&is_call, k), id),
+                                       "name": name, "input": arguments_object(args)}),
+                    );
                 }
                 if blocks.is_empty() {
                     continue;
                 }
-                let role = if p.role == Role::Assistant { "assistant" } else { "user" };
+                let role = if p.role == Role::Assistant {
+                    "assistant"
+                } else {
+                    "user"
+                };
                 // Results follow their calls in the next user message: consecutive user
                 // messages made of results are merged into one.
                 if role == "user"
@@ -582,9 +626,9 @@ pub fn convert(session: &Session, register: Option<&str>, target: Format) -> Res
                     && let Ok(mut prev) = serde_json::from_str::<Value>(&last.json)
                     && prev["role"] == "user"
                     && !p.results.is_empty()
-                    && prev["content"].as_array().is_some_and(|c| {
-                        c.iter().all(|b| b["type"] == "tool_result")
-                    })
+                    && prev["content"]
+                        .as_array()
+                        .is_some_and(|c| c.iter().all(|b| b["type"] == "tool_result"))
                 {
                     if let Some(c) = prev["content"].as_array_mut() {
                         c.extend(blocks);
@@ -605,19 +649,26 @@ pub fn convert(session: &Session, register: Option<&str>, target: Format) -> Res
                         Role::Assistant => "assistant",
                         _ => "user",
                     };
-                    push!(json!({"type": "message", "role": role, "content": p.texts.join("\n\n")}));
+                    push!(
+                        json!({"type": "message", "role": role, "content": p.texts.join("\n\n")})
+                    );
                 }
                 for (k, (id, name, args)) in p.calls.iter().enumerate() {
-                    push!(json!({"type": "function_call", "call_id": call_id(i, block_index(&is_call, k), id),
-                                "name": name, "arguments": arguments_text(args)}));
+                    push!(
+                        json!({"type": "function_call", "call_id": call_id(i, block_index(&is_call, k), id),
+                                "name": name, "arguments": arguments_text(args)})
+                    );
                 }
             }
-            other => return Err(Error::UnknownFormat(format!("cannot convert to {}", other.name()))),
+            other => {
+                return Err(Error::UnknownFormat(format!(
+                    "cannot convert to {}",
+                    other.name()
+                )));
+            }
         }
     }
-    if !register_done
-        && let Some(r) = register
-    {
+    if !register_done && let Some(r) = register {
         if target == Format::Anthropic {
             system_texts.push(r.to_owned());
         } else {

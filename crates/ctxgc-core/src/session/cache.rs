@@ -135,6 +135,12 @@ impl Session {
         self.cache = Some(CacheState::new(model));
     }
 
+    /// In cache-stable mode, the number of items covered by the last compaction step (the
+    /// items whose decisions are frozen); `None` when the mode is off.
+    pub fn cache_boundary(&self) -> Option<usize> {
+        self.cache.as_ref().map(|c| c.boundary)
+    }
+
     /// The compaction steps taken so far (cache-stable mode).
     pub fn compaction_steps(&self) -> &[CompactionStep] {
         self.cache.as_ref().map_or(&[], |c| c.steps.as_slice())

@@ -1,0 +1,686 @@
+//! The compile path for chat inputs: lower, run the chat pipeline on a [`Session`], render,
+//! and report (register with provenance, declarations rejected or untrusted, the orphan
+//! check, tokens per payload, structural validation of the output).
+//!
+//! **What is counted as tokens** (exact BPE, [`crate::Tokenizer::count`]): for every message,
+//! each piece of text the model reads, counted on its own and summed — text content (text
+//! parts, refusals, thinking text), each tool call's name and its arguments as sent (the JSON
+//! text of `function.arguments`, or compact JSON of an arguments object), and each tool
+//! output's text (compact JSON when it is structured); the system prompt and the register
+//! count like any message. Role names, ids, JSON punctuation, images and opaque items are not
+//! counted. The same rule applies before and after.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::chat::lowering::{ChatDoc, chat_format_of, lower_document};
+use crate::chat::state::{Ledger, StateEvent, Status, orphans};
+use crate::chat::{ChatConfig, Preset, register, role_name};
+use crate::compile::{Compiled, Options, receipts_for};
+use crate::error::Error;
+use crate::frontend::records::{Record, lower_records};
+use crate::ir::{Format, Kind};
+use crate::passes::chat_pipeline;
+use crate::plan::{Action, Decision, Reason};
+use crate::render::messages::{self, RenderedChat, Source};
+use crate::session::Session;
+use crate::tokens::Tokenizer;
+use crate::validate::{Violation, validate};
+
+/// One live fact of the register, with its provenance.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RegisterEntry {
+    /// The key.
+    pub key: String,
+    /// The value.
+    pub value: Value,
+    /// declared, pinned or unsure.
+    pub status: Status,
+    /// The id of the message that supports it (or the provenance an earlier register gave).
+    pub support: String,
+    /// True when carried over from a register in the input.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub carried: bool,
+    /// Schema problems it was accepted with.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<String>,
+}
+
+/// The orphan check: no live fact without a supporting turn that is still sent.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OrphanCheck {
+    /// True when every live fact is supported.
+    pub ok: bool,
+    /// Keys whose supporting turn was retired.
+    pub orphaned: Vec<String>,
+    /// Turns kept because they are the only support of a live fact although another of their
+    /// facts was superseded: `(turn id, keys it still supports)`.
+    pub still_required: Vec<(String, Vec<String>)>,
+}
+
+/// Tokens of one payload (message), before and after.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PayloadTokens {
+    /// The item's id.
+    pub id: String,
+    /// Its role.
+    pub role: &'static str,
+    /// keep, retire or rewrite.
+    pub action: Action,
+    /// Why, when not kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Reason>,
+    /// Tokens as given.
+    pub before: usize,
+    /// Tokens as sent (0 when retired).
+    pub after: usize,
+    /// For a tool output sent as it was: why nothing was done to it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub untouched: Option<&'static str>,
+}
+
+/// Structural validation of the output against its API's rules.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Validation {
+    /// True when the output breaks no rule the input did not already break.
+    pub ok: bool,
+    /// Violations of the output that the input did not have (always empty unless ctxgc has a
+    /// defect).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub new_violations: Vec<Violation>,
+    /// Violations the input already had (an unanswered call at the end, calls on user
+    /// messages, ...), kept as they were.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub input_violations: Vec<Violation>,
+}
+
+/// What a chat compile reports beyond the decisions.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatReport {
+    /// The preset used.
+    pub preset: Preset,
+    /// The input's format (the output's is [`Compiled::format`]).
+    pub input_format: Format,
+    /// The register: live facts with provenance.
+    pub register: Vec<RegisterEntry>,
+    /// Tokens of the register block.
+    pub register_tokens: usize,
+    /// Declarations rejected, untrusted, malformed, flagged or capped.
+    pub declarations: Vec<StateEvent>,
+    /// The orphan check.
+    pub orphan_check: OrphanCheck,
+    /// Tokens per payload.
+    pub payloads: Vec<PayloadTokens>,
+    /// Structural validation of the output.
+    pub validation: Validation,
+    /// Cache-stable mode: every compaction step taken, with what it saved and invalidated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compaction_steps: Option<Vec<crate::session::CompactionStep>>,
+}
+
+/// A compiled record of a JSONL input.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecordCompiled {
+    /// The record's id.
+    pub id: String,
+    /// Its line in the input.
+    pub line: usize,
+    /// The compiled record (`output` is the record with its messages compiled).
+    #[serde(flatten)]
+    pub compiled: Compiled,
+}
+
+/// A chat input: one document, or records one per line.
+#[derive(Debug, Clone)]
+pub enum ChatInput {
+    /// One document.
+    Doc(ChatDoc),
+    /// Records.
+    Records(Vec<Record>),
+}
+
+/// A single object with a string `id` beside its `messages` is a conversation record (a
+/// JSONL file of one line), named by its id like any other record.
+fn is_record(text: &str) -> bool {
+    let Ok(entries) =
+        crate::chat::lowering::object_entries(text.trim_start_matches('\u{feff}').trim())
+    else {
+        return false;
+    };
+    entries.iter().any(|(k, _)| k == "messages")
+        && entries
+            .iter()
+            .any(|(k, v)| k == "id" && v.get().trim_start().starts_with('"'))
+}
+
+fn is_single_document(text: &str) -> bool {
+    serde_json::from_str::<&RawValue>(text.trim_start_matches('\u{feff}').trim()).is_ok()
+}
+
+/// Lowers a chat input (a document or records), format forced by `from` or detected.
+pub fn lower_chat_input(text: &str, from: Option<Format>) -> Result<ChatInput, Error> {
+    if is_single_document(text) && !is_record(text) {
+        let format = match from {
+            Some(f) => f,
+            None => {
+                let value: Value = serde_json::from_str(text.trim_start_matches('\u{feff}').trim())
+                    .map_err(|e| Error::json("input", &e))?;
+                chat_format_of(&value)
+            }
+        };
+        return Ok(ChatInput::Doc(lower_document(text, format)?));
+    }
+    let first = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or_default();
+    let head: Value = serde_json::from_str(first).map_err(|e| Error::json("line 1", &e))?;
+    if !head.get("messages").is_some_and(Value::is_array) {
+        return Err(Error::UnknownFormat(
+            "chat JSONL must hold one conversation record per line: {\"id\": ..., \"messages\": [...]}".into(),
+        ));
+    }
+    Ok(ChatInput::Records(lower_records(text, from)?))
+}
+
+fn config_of(options: &Options) -> ChatConfig {
+    ChatConfig::resolve(&options.chat, options.tokenizer)
+}
+
+/// Runs the chat pipeline over a lowered document.
+pub fn session_of(doc: &ChatDoc, config: &ChatConfig, options: &Options) -> Result<Session, Error> {
+    let mut session = Session::with_passes(options.retention.clone(), chat_pipeline(config));
+    if let Some(model) = &options.chat.cache {
+        session.enable_cache_stable(crate::session::CacheModel {
+            tokenizer: options.tokenizer,
+            ..model.clone()
+        });
+    }
+    session.extend(doc.items.clone())?;
+    session.compile();
+    Ok(session)
+}
+
+/// The texts of one message (or the Anthropic system value) that token counts cover.
+pub fn payload_of(format: Format, value: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    match value {
+        Value::String(s) => out.push(s.clone()),
+        _ => match format {
+            Format::OpenaiChat => crate::frontend::openai::payload(value, &mut out),
+            Format::Anthropic => crate::frontend::anthropic::payload(value, &mut out),
+            Format::Responses => crate::frontend::responses::payload(value, &mut out),
+            _ => {}
+        },
+    }
+    out
+}
+
+/// Tokens of one message's JSON text, by the rule in the module doc.
+pub fn payload_tokens(format: Format, json: &str, tokenizer: Tokenizer) -> usize {
+    match serde_json::from_str::<Value>(json) {
+        Ok(v) => payload_of(format, &v)
+            .iter()
+            .map(|t| tokenizer.count(t))
+            .sum(),
+        Err(_) => 0,
+    }
+}
+
+/// Violations of `output` not already in `input`, compared by rule and call id.
+fn new_violations(input: &[Violation], output: &[Violation]) -> Vec<Violation> {
+    let mut budget: HashMap<_, usize> = HashMap::new();
+    for v in input {
+        *budget.entry(v.key()).or_default() += 1;
+    }
+    output
+        .iter()
+        .filter(|v| match budget.get_mut(&v.key()) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                false
+            }
+            _ => true,
+        })
+        .cloned()
+        .collect()
+}
+
+/// Puts a converted document back in the input's envelope: every field other than the
+/// messages (and the system prompt, which conversion moves) keeps its bytes.
+fn rewrap(doc: &ChatDoc, converted: &str, target: Format) -> Result<String, Error> {
+    let crate::chat::lowering::Envelope::Object { entries, items_key } = &doc.envelope else {
+        return Ok(converted.to_owned());
+    };
+    let new_entries: Vec<(String, String)> = if target == Format::OpenaiChat {
+        vec![("messages".to_owned(), converted.to_owned())]
+    } else {
+        crate::chat::lowering::object_entries(converted)
+            .map_err(|e| Error::Usage(format!("conversion produced invalid JSON: {e}")))?
+            .into_iter()
+            .map(|(k, v)| (k, v.get().to_owned()))
+            .collect()
+    };
+    let mut out = Vec::new();
+    for (k, v) in entries {
+        if k == items_key {
+            out.extend(new_entries.iter().cloned());
+        } else if k == "system" && doc.format == Format::Anthropic {
+            // Moved into the converted messages (or the converted system).
+        } else if !new_entries.iter().any(|(n, _)| n == k) {
+            out.push((k.clone(), v.clone()));
+        }
+    }
+    let mut text = String::from("{");
+    for (n, (k, v)) in out.iter().enumerate() {
+        if n > 0 {
+            text.push(',');
+        }
+        text.push_str(&Value::String(k.clone()).to_string());
+        text.push(':');
+        text.push_str(v);
+    }
+    text.push('}');
+    Ok(text)
+}
+
+/// Renders a compiled session in the requested format.
+pub fn render_session(
+    doc: &ChatDoc,
+    session: &Session,
+    register_text: Option<&str>,
+    to: Option<Format>,
+) -> Result<RenderedChat, Error> {
+    match to {
+        Some(t) if t != doc.format => {
+            if !matches!(
+                t,
+                Format::OpenaiChat | Format::Anthropic | Format::Responses
+            ) {
+                return Err(Error::Usage(format!(
+                    "--to {}: a chat can be written as openai-chat, anthropic or responses",
+                    t.name()
+                )));
+            }
+            let mut rendered = messages::convert(session, register_text, t)?;
+            rendered.text = rewrap(doc, &rendered.text, t)?;
+            Ok(rendered)
+        }
+        _ => messages::render(doc, session, register_text),
+    }
+}
+
+/// Compiles one lowered document; `input` is its text (validated for comparison).
+pub fn compile_doc(
+    doc: &ChatDoc,
+    input: &str,
+    options: &Options,
+) -> Result<(Compiled, Session), Error> {
+    let config = config_of(options);
+    let session = session_of(doc, &config, options)?;
+    // In cache-stable mode the register sits in the stable prefix, so it shows the state as of
+    // the last compaction step; later declarations reach it at the next step.
+    let state_items = match session.cache_boundary() {
+        Some(boundary) => &session.items()[..boundary],
+        None => session.items(),
+    };
+    let ledger = Ledger::build(config.state.clone(), state_items);
+    let facts = ledger.facts();
+    let register_text = register::render(&facts);
+    let target = options.chat.to.unwrap_or(doc.format);
+    let rendered = render_session(doc, &session, register_text.as_deref(), options.chat.to)?;
+    let tokenizer = options.tokenizer;
+    let items = session.items();
+
+    // Tokens per payload. A message sent as its original bytes costs what it cost before.
+    let before: Vec<usize> = items
+        .iter()
+        .map(|item| match item.kind {
+            Kind::Message(_) => payload_tokens(doc.format, &item.raw, tokenizer),
+            _ => 0,
+        })
+        .collect();
+    let mut after = vec![0usize; items.len()];
+    let mut tokens_after = 0;
+    for m in &rendered.messages {
+        let n = match m.source {
+            Source::Item(i) if m.json == items[i].raw && target == doc.format => before[i],
+            _ => payload_tokens(target, &m.json, tokenizer),
+        };
+        if let Source::Item(i) = m.source {
+            after[i] += n;
+        }
+        tokens_after += n;
+    }
+    let decisions = session.decisions();
+    let mut pairing = crate::chat::pairing::Pairing::default();
+    for (i, item) in items.iter().enumerate() {
+        pairing.add(i, item);
+    }
+    let untouched = |i: usize| -> Option<&'static str> {
+        let mut calls = pairing.results_in(i).peekable();
+        calls.peek()?;
+        Some(
+            if calls.any(|(_, c)| config.expand_tool.as_deref() == Some(c.name.as_str())) {
+                "the recall tool's own output is never rewritten"
+            } else if pairing
+                .results_in(i)
+                .any(|(_, c)| config.tool_protected(&c.name))
+            {
+                "protected by --keep-tool"
+            } else {
+                "no rewrite applies or would cost fewer tokens (below the preset's thresholds, or already compact)"
+            },
+        )
+    };
+    let payloads = items
+        .iter()
+        .enumerate()
+        .filter_map(|(i, item)| {
+            let Kind::Message(m) = &item.kind else {
+                return None;
+            };
+            Some(PayloadTokens {
+                id: item.id.clone(),
+                role: role_name(m.role),
+                action: decisions[i].action,
+                reason: decisions[i].reason,
+                before: before[i],
+                after: after[i],
+                untouched: if decisions[i].action == Action::Keep {
+                    untouched(i)
+                } else {
+                    None
+                },
+            })
+        })
+        .collect();
+
+    let retired = |i: usize| session.plan_of(i).action() == Action::Retire;
+    let orphaned = orphans(&ledger, retired);
+    let mut still_required = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let writes = ledger.writes_of(i);
+        let supported: Vec<String> = facts
+            .iter()
+            .filter(|(_, f)| f.support == i && !f.carried)
+            .map(|(k, _)| (*k).to_owned())
+            .collect();
+        let superseded = writes
+            .iter()
+            .any(|(k, _)| facts.get(k.as_str()).is_none_or(|f| f.support != i));
+        if superseded && !supported.is_empty() && !retired(i) {
+            still_required.push((item.id.clone(), supported));
+        }
+    }
+    let register = facts
+        .iter()
+        .map(|(key, f)| RegisterEntry {
+            key: (*key).to_owned(),
+            value: f.value.clone(),
+            status: f.status,
+            support: f.provenance.clone(),
+            carried: f.carried,
+            flags: f.flags.clone(),
+        })
+        .collect();
+
+    let input_violations = validate(doc.format, input)?;
+    let output_violations = validate(target, &rendered.text)?;
+    let fresh = new_violations(&input_violations, &output_violations);
+    let mut warnings = session.warnings().to_vec();
+    warnings.extend(rendered.warnings.iter().cloned());
+    for v in &fresh {
+        warnings.push(crate::error::Diagnostic::new(
+            v.index,
+            None,
+            None,
+            format!(
+                "the output breaks a {:?} rule the input did not: {}",
+                v.rule, v.detail
+            ),
+        ));
+    }
+    let report = ChatReport {
+        preset: options.chat.preset,
+        input_format: doc.format,
+        register,
+        register_tokens: register_text.as_deref().map_or(0, |r| tokenizer.count(r)),
+        declarations: ledger.events().to_vec(),
+        orphan_check: OrphanCheck {
+            ok: orphaned.is_empty(),
+            orphaned,
+            still_required,
+        },
+        payloads,
+        validation: Validation {
+            ok: fresh.is_empty(),
+            new_violations: fresh,
+            input_violations,
+        },
+        compaction_steps: session
+            .cache_boundary()
+            .map(|_| session.compaction_steps().to_vec()),
+    };
+    let receipts = receipts_for(items, &decisions);
+    let compiled = Compiled {
+        format: target,
+        output: rendered.text,
+        tokens_before: before.iter().sum(),
+        tokens_after,
+        tokenizer: tokenizer.name(),
+        decisions,
+        receipts,
+        warnings,
+        chat: Some(report),
+        records: Vec::new(),
+    };
+    Ok((compiled, session))
+}
+
+/// Compiles every record of a JSONL input.
+pub fn compile_records(
+    records: &[Record],
+    options: &Options,
+) -> Result<Vec<RecordCompiled>, Error> {
+    records
+        .iter()
+        .map(|r| {
+            let (compiled, _) = compile_doc(&r.doc, &r.raw, options)?;
+            Ok(RecordCompiled {
+                id: r.id.clone(),
+                line: r.line,
+                compiled,
+            })
+        })
+        .collect()
+}
+
+/// The id a record's item has in an aggregate report: `<record id>#<item id>`.
+pub fn record_item_id(record: &str, item: &str) -> String {
+    format!("{record}#{item}")
+}
+
+/// Compiles a chat input; records are compiled one by one and gathered in one report (ids
+/// `<record id>#<item id>`; `records` holds each record's own report).
+pub fn compile_chat(text: &str, options: &Options) -> Result<Compiled, Error> {
+    match lower_chat_input(text, options.from)? {
+        ChatInput::Doc(doc) => Ok(compile_doc(&doc, text, options)?.0),
+        ChatInput::Records(records) => {
+            let compiled = compile_records(&records, options)?;
+            let mut all = Compiled {
+                format: compiled
+                    .first()
+                    .map_or(Format::OpenaiChat, |c| c.compiled.format),
+                output: String::new(),
+                tokens_before: 0,
+                tokens_after: 0,
+                tokenizer: options.tokenizer.name(),
+                decisions: Vec::new(),
+                receipts: Vec::new(),
+                warnings: Vec::new(),
+                chat: None,
+                records: Vec::new(),
+            };
+            for r in &compiled {
+                let c = &r.compiled;
+                all.output.push_str(&c.output);
+                all.output.push('\n');
+                all.tokens_before += c.tokens_before;
+                all.tokens_after += c.tokens_after;
+                all.decisions.extend(c.decisions.iter().map(|d| Decision {
+                    id: record_item_id(&r.id, &d.id),
+                    by: d.by.iter().map(|b| record_item_id(&r.id, b)).collect(),
+                    ..d.clone()
+                }));
+                all.receipts
+                    .extend(c.receipts.iter().map(|rc| crate::compile::Receipt {
+                        id: record_item_id(&r.id, &rc.id),
+                        by: rc.by.iter().map(|b| record_item_id(&r.id, b)).collect(),
+                        ..rc.clone()
+                    }));
+                all.warnings
+                    .extend(c.warnings.iter().map(|w| crate::error::Diagnostic {
+                        message: format!("record {:?}: {}", r.id, w.message),
+                        ..w.clone()
+                    }));
+            }
+            all.records = compiled;
+            Ok(all)
+        }
+    }
+}
+
+/// The original bytes of an item and its decision. For records, `id` is
+/// `<record id>#<item id>`.
+pub fn receipt(text: &str, options: &Options, id: &str) -> Result<(String, Decision), Error> {
+    let config = config_of(options);
+    let (doc, item_id) = match lower_chat_input(text, options.from)? {
+        ChatInput::Doc(doc) => (doc, id.to_owned()),
+        ChatInput::Records(records) => {
+            let (record, item) = id.rsplit_once('#').ok_or_else(|| {
+                Error::Usage(format!(
+                    "{id:?}: in a JSONL of records an item is named `<record id>#<item id>`"
+                ))
+            })?;
+            let r = records
+                .into_iter()
+                .find(|r| r.id == record)
+                .ok_or_else(|| {
+                    Error::Usage(format!("no record with id {record:?} in the input"))
+                })?;
+            (r.doc, item.to_owned())
+        }
+    };
+    let session = session_of(&doc, &config, options)?;
+    let i = session
+        .position(&item_id)
+        .ok_or_else(|| Error::Usage(format!("no item with id {item_id:?} in the input")))?;
+    Ok((session.items()[i].raw.clone(), session.decision(i)))
+}
+
+/// The originals of every retired or rewritten item, by id (records: `<record id>#<item id>`),
+/// from one compile: what a receipt store is filled with.
+pub fn originals(text: &str, options: &Options) -> Result<Vec<(String, String)>, Error> {
+    let config = config_of(options);
+    let docs: Vec<(Option<String>, ChatDoc)> = match lower_chat_input(text, options.from)? {
+        ChatInput::Doc(doc) => vec![(None, doc)],
+        ChatInput::Records(records) => records.into_iter().map(|r| (Some(r.id), r.doc)).collect(),
+    };
+    let mut out = Vec::new();
+    for (record, doc) in docs {
+        let session = session_of(&doc, &config, options)?;
+        for (i, item) in session.items().iter().enumerate() {
+            if session.plan_of(i).action() != Action::Keep {
+                let id = match &record {
+                    Some(r) => record_item_id(r, &item.id),
+                    None => item.id.clone(),
+                };
+                out.push((id, item.raw.clone()));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn transcript_entry(out: &mut String, id: &str, format: Format, json: &str) {
+    let value: Value = serde_json::from_str(json).unwrap_or(Value::Null);
+    let role = value
+        .get("role")
+        .and_then(Value::as_str)
+        .or_else(|| value.get("type").and_then(Value::as_str))
+        .unwrap_or(if value.is_object() { "item" } else { "system" });
+    out.push_str(&format!("### {id} {role}\n"));
+    for piece in payload_of(format, &value) {
+        out.push_str(&piece);
+        if !piece.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+}
+
+/// The input and the compiled output as readable transcripts (one `### id role` header per
+/// message, then its text), for diffing.
+pub fn before_after(text: &str, options: &Options) -> Result<(String, String), Error> {
+    let docs: Vec<(String, ChatDoc)> = match lower_chat_input(text, options.from)? {
+        ChatInput::Doc(doc) => vec![(String::new(), doc)],
+        ChatInput::Records(records) => records
+            .into_iter()
+            .map(|r| (format!("{}#", r.id), r.doc))
+            .collect(),
+    };
+    let config = config_of(options);
+    let mut before = String::new();
+    let mut after = String::new();
+    for (prefix, doc) in docs {
+        let session = session_of(&doc, &config, options)?;
+        for item in session.items() {
+            transcript_entry(
+                &mut before,
+                &format!("{prefix}{}", item.id),
+                doc.format,
+                &item.raw,
+            );
+        }
+        let facts_ledger = Ledger::build(config.state.clone(), session.items());
+        let register_text = register::render(&facts_ledger.facts());
+        let rendered = render_session(&doc, &session, register_text.as_deref(), options.chat.to)?;
+        let target = options.chat.to.unwrap_or(doc.format);
+        for m in &rendered.messages {
+            let id = match m.source {
+                Source::Item(i) => session.items()[i].id.clone(),
+                Source::Register => "register".to_owned(),
+            };
+            transcript_entry(&mut after, &format!("{prefix}{id}"), target, &m.json);
+        }
+    }
+    Ok((before, after))
+}
+
+/// The conversations of a chat input, lowered (for [`crate::frontend::lower_conversations`]).
+pub fn conversations(
+    text: &str,
+    options: &Options,
+) -> Result<Vec<crate::frontend::Conversation>, Error> {
+    Ok(match lower_chat_input(text, options.from)? {
+        ChatInput::Doc(doc) => vec![crate::frontend::Conversation {
+            id: "0".into(),
+            format: doc.format,
+            items: doc.items,
+            raw: text.to_owned(),
+        }],
+        ChatInput::Records(records) => records
+            .into_iter()
+            .map(|r| crate::frontend::Conversation {
+                id: r.id,
+                format: r.doc.format,
+                items: r.doc.items,
+                raw: r.raw,
+            })
+            .collect(),
+    })
+}

@@ -1,0 +1,335 @@
+//! What the chat front-ends share: documents and their envelopes, item ids, field readers.
+//!
+//! A chat document is a list of messages (or Responses items), bare or inside an object
+//! (`{"messages": [...], "model": ...}`, `{"system": ..., "messages": [...]}`,
+//! `{"input": [...]}`). The envelope keeps every other field as its exact bytes, so the
+//! back-end can write the document back with only the messages changed.
+
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::error::{Diagnostic, Error};
+use crate::frontend::{Layout, RawItem, split_items};
+use crate::ir::{Format, Item};
+
+/// How the items sat in the input, so the output can be written the same way.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Envelope {
+    /// A bare JSON array.
+    Array,
+    /// A JSON object: every entry as exact bytes, in order; `items_key` holds the items.
+    Object {
+        /// Entries `(key, raw value)`, in input order.
+        entries: Vec<(String, String)>,
+        /// The key of the item list (`messages`, `input`).
+        items_key: String,
+    },
+}
+
+/// One chat document, lowered.
+#[derive(Debug, Clone)]
+pub struct ChatDoc {
+    /// The provider format.
+    pub format: Format,
+    /// How it was laid out.
+    pub envelope: Envelope,
+    /// The items: messages (and, for Anthropic, the top-level system prompt first).
+    pub items: Vec<Item>,
+    /// Position of the item lowered from a top-level `system` field (Anthropic), if any.
+    pub system_item: Option<usize>,
+    /// True when a Responses `input` was one string rather than a list.
+    pub input_was_string: bool,
+}
+
+/// The JSON type of a value, for error messages.
+pub fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Ids for items: the provider's id where it has one that is unique in the document, `m<i>`
+/// (the item's position in the list) otherwise, never colliding with a provider id.
+pub fn assign_ids(provider: &[Option<String>], prefix_offset: usize) -> Vec<String> {
+    let mut counts = std::collections::HashMap::new();
+    for id in provider.iter().flatten() {
+        *counts.entry(id.as_str()).or_insert(0usize) += 1;
+    }
+    let taken: std::collections::HashSet<&str> = counts.keys().copied().collect();
+    provider
+        .iter()
+        .enumerate()
+        .map(|(i, id)| match id {
+            Some(id) if counts.get(id.as_str()) == Some(&1) => id.clone(),
+            _ => {
+                let mut candidate = format!("m{}", i + prefix_offset);
+                let mut n = 1;
+                while taken.contains(candidate.as_str()) {
+                    candidate = format!("m{}_{n}", i + prefix_offset);
+                    n += 1;
+                }
+                candidate
+            }
+        })
+        .collect()
+}
+
+/// The provider's id of a raw item, when it has a non-empty string `id`.
+pub fn provider_id(value: &Value) -> Option<String> {
+    value
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
+struct EntriesVisitor;
+
+impl<'de> Visitor<'de> for EntriesVisitor {
+    type Value = Vec<(String, &'de RawValue)>;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some((k, v)) = map.next_entry::<String, &'de RawValue>()? {
+            out.push((k, v));
+        }
+        Ok(out)
+    }
+}
+
+/// The entries of a JSON object as exact bytes, in order (duplicate keys kept as they are).
+pub fn object_entries(text: &str) -> Result<Vec<(String, &RawValue)>, serde_json::Error> {
+    let mut d = serde_json::Deserializer::from_str(text);
+    let entries = (&mut d).deserialize_map(EntriesVisitor)?;
+    d.end()?;
+    Ok(entries)
+}
+
+const ANTHROPIC_BLOCKS: [&str; 4] = ["tool_use", "tool_result", "thinking", "redacted_thinking"];
+const RESPONSES_ITEMS: [&str; 4] = [
+    "function_call",
+    "function_call_output",
+    "message",
+    "reasoning",
+];
+
+/// The chat format of a parsed document (a message list, or an object holding one), looking
+/// at every message rather than only the first: a list that starts with a plain user message
+/// and holds `tool_use` blocks later is Anthropic.
+///
+/// ```
+/// use ctxgc_core::chat::lowering::chat_format_of;
+/// use ctxgc_core::Format;
+/// let v = serde_json::json!([{"role": "user", "content": "hi"},
+///   {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]}]);
+/// assert_eq!(chat_format_of(&v), Format::Anthropic);
+/// ```
+pub fn chat_format_of(doc: &Value) -> Format {
+    let list = match doc {
+        Value::Array(list) => Some(list),
+        Value::Object(map) => {
+            if map
+                .get("input")
+                .is_some_and(|i| i.is_array() || i.is_string())
+                && !map.contains_key("messages")
+            {
+                return Format::Responses;
+            }
+            if map.contains_key("system") {
+                return Format::Anthropic;
+            }
+            map.get("messages").and_then(Value::as_array)
+        }
+        _ => None,
+    };
+    let Some(list) = list else {
+        return Format::OpenaiChat;
+    };
+    for m in list {
+        if m.get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| RESPONSES_ITEMS.contains(&t))
+        {
+            return Format::Responses;
+        }
+        if m.get("content")
+            .and_then(Value::as_array)
+            .is_some_and(|blocks| {
+                blocks.iter().any(|b| {
+                    b.get("type")
+                        .and_then(Value::as_str)
+                        .is_some_and(|t| ANTHROPIC_BLOCKS.contains(&t))
+                })
+            })
+        {
+            return Format::Anthropic;
+        }
+    }
+    Format::OpenaiChat
+}
+
+/// Lowers one chat document of a known format.
+pub fn lower_document(text: &str, format: Format) -> Result<ChatDoc, Error> {
+    let text = text.trim_start_matches('\u{feff}').trim();
+    if text.starts_with('[') {
+        let raw = split_items(text, Layout::Array)?;
+        let items = lower_items(format, &raw, None)?;
+        return Ok(ChatDoc {
+            format,
+            envelope: Envelope::Array,
+            items,
+            system_item: None,
+            input_was_string: false,
+        });
+    }
+    if !text.starts_with('{') {
+        return Err(Error::UnknownFormat(format!(
+            "a {} document must be a JSON array or object",
+            format.name()
+        )));
+    }
+    let entries = object_entries(text).map_err(|e| Error::json("input", &e))?;
+    let items_key = match format {
+        Format::Responses => "input",
+        _ => "messages",
+    };
+    let Some(list) = entries
+        .iter()
+        .find(|(k, _)| k == items_key)
+        .map(|(_, v)| *v)
+    else {
+        return Err(Error::UnknownFormat(format!(
+            "no `{items_key}` in the input object ({} input)",
+            format.name()
+        )));
+    };
+    let system = entries
+        .iter()
+        .find(|(k, _)| k == "system")
+        .map(|(_, v)| v.get());
+    let owned: Vec<(String, String)> = entries
+        .iter()
+        .map(|(k, v)| (k.clone(), v.get().to_owned()))
+        .collect();
+    let mut input_was_string = false;
+    let items = if format == Format::Responses && list.get().trim_start().starts_with('"') {
+        input_was_string = true;
+        crate::frontend::responses::lower_input_string(list.get())?
+    } else {
+        let raw = split_items(list.get(), Layout::Array).map_err(|e| match e {
+            Error::Json {
+                line,
+                column,
+                message,
+                ..
+            } => Error::Json {
+                context: format!("`{items_key}`"),
+                line,
+                column,
+                message,
+            },
+            other => other,
+        })?;
+        let system = if format == Format::Anthropic {
+            system
+        } else {
+            None
+        };
+        lower_items(format, &raw, system)?
+    };
+    let system_item = (format == Format::Anthropic && system.is_some()).then_some(0);
+    Ok(ChatDoc {
+        format,
+        envelope: Envelope::Object {
+            entries: owned,
+            items_key: items_key.to_owned(),
+        },
+        items,
+        system_item,
+        input_was_string,
+    })
+}
+
+fn lower_items(
+    format: Format,
+    raw: &[RawItem<'_>],
+    anthropic_system: Option<&str>,
+) -> Result<Vec<Item>, Error> {
+    match format {
+        Format::OpenaiChat => crate::frontend::openai::lower_raw(raw),
+        Format::Anthropic => crate::frontend::anthropic::lower_raw(raw, anthropic_system),
+        Format::Responses => crate::frontend::responses::lower_raw(raw),
+        other => Err(Error::UnknownFormat(format!(
+            "{} is not a chat format",
+            other.name()
+        ))),
+    }
+}
+
+/// Collects per-item problems while lowering, then fails with all of them at once.
+#[derive(Debug, Default)]
+pub struct Problems(pub Vec<Diagnostic>);
+
+impl Problems {
+    /// Adds one.
+    pub fn push(
+        &mut self,
+        index: usize,
+        id: &str,
+        field: Option<&str>,
+        message: impl Into<String>,
+    ) {
+        self.0
+            .push(Diagnostic::new(index, Some(id.to_owned()), field, message));
+    }
+
+    /// `Ok(value)` when nothing was found, else every problem.
+    pub fn finish<T>(self, value: T) -> Result<T, Error> {
+        if self.0.is_empty() {
+            Ok(value)
+        } else {
+            Err(Error::Invalid(self.0))
+        }
+    }
+}
+
+/// Parses one raw item, or records why it is not JSON.
+pub fn parse_item(raw: &RawItem<'_>, index: usize, problems: &mut Problems) -> Option<Value> {
+    match serde_json::from_str::<Value>(raw.text) {
+        Ok(v @ Value::Object(_)) => Some(v),
+        Ok(other) => {
+            problems.0.push(Diagnostic::new(
+                index,
+                None,
+                None,
+                format!("expected a JSON object, found {}", type_name(&other)),
+            ));
+            None
+        }
+        Err(e) => {
+            problems.0.push(Diagnostic::new(
+                index,
+                None,
+                None,
+                format!("malformed JSON: {e}"),
+            ));
+            None
+        }
+    }
+}
+
+/// Parses tool-call arguments given as JSON text; text that is not JSON is kept as a string.
+pub fn parse_arguments(text: &str) -> Value {
+    match serde_json::from_str::<Value>(text) {
+        Ok(v) => v,
+        Err(_) => Value::String(text.to_owned()),
+    }
+}

@@ -1,0 +1,368 @@
+//! The Anthropic Messages front-end.
+//!
+//! Reads the top-level `system` (a string or a list of text blocks) as its own item, id
+//! `system`, placed first; then `user` and `assistant` messages whose `content` is a string or
+//! a list of blocks: `text`, `tool_use` (a call), `tool_result` (an output, in a user
+//! message), `thinking` and `redacted_thinking` (reasoning the API needs back unedited: never
+//! rewritten), and anything else (images, documents, server tools) kept as it is. Blocks are
+//! the content blocks in order (one block for a string content).
+//!
+//! ```
+//! use ctxgc_core::frontend::anthropic::lower_raw;
+//! use ctxgc_core::frontend::{split_items, Layout};
+//! use ctxgc_core::ir::{Block, Kind};
+//! let raw = split_items(r#"[{"role": "assistant", "content": [
+//!   {"type": "thinking", "thinking": "…", "signature": "sig"},
+//!   {"type": "tool_use", "id": "tu1", "name": "get_weather", "input": {"city": "Paris"}}]}]"#, Layout::Array).unwrap();
+//! let items = lower_raw(&raw, Some(r#""You are terse.""#)).unwrap();
+//! assert_eq!(items[0].id, "system");
+//! let Kind::Message(m) = &items[1].kind else { panic!() };
+//! assert!(matches!(m.blocks[0], Block::Thinking));
+//! assert!(matches!(&m.blocks[1], Block::ToolCall(c) if c.name == "get_weather"));
+//! ```
+
+use serde_json::Value;
+
+use crate::chat::lowering::{Problems, assign_ids, parse_item, type_name};
+use crate::error::{Diagnostic, Error};
+use crate::frontend::RawItem;
+use crate::ir::{Block, Call, Item, Kind, Message, Role, ToolOutput};
+use crate::plan::BlockRewrite;
+
+/// The id of the item lowered from the top-level `system`.
+pub const SYSTEM_ID: &str = "system";
+
+fn item(id: String, raw: &str, message: Message) -> Item {
+    Item {
+        id,
+        raw: raw.to_owned(),
+        kind: Kind::Message(message),
+        parent: None,
+        timestamp: None,
+        retention: Default::default(),
+        extra: None,
+    }
+}
+
+/// Lowers the system prompt's raw bytes (a string or a list of text blocks).
+pub fn lower_system(raw: &str) -> Result<Item, Error> {
+    let value: Value = serde_json::from_str(raw).map_err(|e| Error::json("`system`", &e))?;
+    let blocks = match &value {
+        Value::String(s) => vec![Block::Text { text: s.clone() }],
+        Value::Array(list) => list
+            .iter()
+            .map(
+                |b| match (b.get("type").and_then(Value::as_str), b.get("text")) {
+                    (Some("text"), Some(Value::String(t))) => Block::Text { text: t.clone() },
+                    _ => Block::Other,
+                },
+            )
+            .collect(),
+        Value::Null => Vec::new(),
+        other => {
+            return Err(Error::Invalid(vec![Diagnostic::new(
+                0,
+                Some(SYSTEM_ID.into()),
+                Some("system"),
+                format!(
+                    "expected a string or a list of text blocks, found {}",
+                    type_name(other)
+                ),
+            )]));
+        }
+    };
+    Ok(item(
+        SYSTEM_ID.into(),
+        raw,
+        Message {
+            role: Role::System,
+            blocks,
+        },
+    ))
+}
+
+/// Lowers messages already split into their exact bytes, after the system prompt if given.
+pub fn lower_raw(raw: &[RawItem<'_>], system: Option<&str>) -> Result<Vec<Item>, Error> {
+    let mut items = Vec::with_capacity(raw.len() + 1);
+    if let Some(system) = system {
+        items.push(lower_system(system)?);
+    }
+    let mut problems = Problems::default();
+    let values: Vec<Option<Value>> = raw
+        .iter()
+        .enumerate()
+        .map(|(i, r)| parse_item(r, i, &mut problems))
+        .collect();
+    // Anthropic messages carry no ids; `system` is reserved for the system prompt.
+    let provider: Vec<Option<String>> = values.iter().map(|_| None).collect();
+    let ids = assign_ids(&provider, 0);
+    for (index, (value, raw)) in values.iter().zip(raw).enumerate() {
+        let Some(value) = value else { continue };
+        if let Some(message) = lower_message(index, &ids[index], value, &mut problems) {
+            items.push(item(ids[index].clone(), raw.text, message));
+        }
+    }
+    problems.finish(items)
+}
+
+fn block(index: usize, id: &str, k: usize, b: &Value, problems: &mut Problems) -> Block {
+    let field = |f: &str| format!("content[{k}].{f}");
+    let Value::Object(map) = b else {
+        problems.push(
+            index,
+            id,
+            Some(&format!("content[{k}]")),
+            format!("expected a content block object, found {}", type_name(b)),
+        );
+        return Block::Other;
+    };
+    match map.get("type").and_then(Value::as_str) {
+        Some("text") => match map.get("text") {
+            Some(Value::String(t)) => Block::Text { text: t.clone() },
+            _ => {
+                problems.push(
+                    index,
+                    id,
+                    Some(&field("text")),
+                    "a text block needs a string `text`",
+                );
+                Block::Other
+            }
+        },
+        Some("tool_use") => {
+            let call_id = map.get("id").and_then(Value::as_str);
+            let name = map.get("name").and_then(Value::as_str);
+            match (call_id, name) {
+                (Some(call_id), Some(name)) if !call_id.is_empty() => Block::ToolCall(Call {
+                    call_id: call_id.to_owned(),
+                    name: name.to_owned(),
+                    arguments: map.get("input").cloned().unwrap_or(Value::Null),
+                }),
+                (None, _) | (Some(_), Some(_)) => {
+                    problems.push(
+                        index,
+                        id,
+                        Some(&field("id")),
+                        "a tool_use block needs a non-empty string `id`",
+                    );
+                    Block::Other
+                }
+                (Some(_), None) => {
+                    problems.push(
+                        index,
+                        id,
+                        Some(&field("name")),
+                        "a tool_use block needs a string `name`",
+                    );
+                    Block::Other
+                }
+            }
+        }
+        Some("tool_result") => match map.get("tool_use_id").and_then(Value::as_str) {
+            Some(call_id) if !call_id.is_empty() => {
+                let output = map.get("content").cloned().unwrap_or(Value::Null);
+                if !matches!(output, Value::Null | Value::String(_) | Value::Array(_)) {
+                    problems.push(
+                        index,
+                        id,
+                        Some(&field("content")),
+                        format!(
+                            "expected a string or a list of blocks, found {}",
+                            type_name(&output)
+                        ),
+                    );
+                }
+                Block::ToolResult(ToolOutput {
+                    call_id: call_id.to_owned(),
+                    output,
+                    is_error: map
+                        .get("is_error")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
+                })
+            }
+            _ => {
+                problems.push(
+                    index,
+                    id,
+                    Some(&field("tool_use_id")),
+                    "a tool_result block needs a non-empty string `tool_use_id`",
+                );
+                Block::Other
+            }
+        },
+        Some("thinking" | "redacted_thinking") => Block::Thinking,
+        Some(_) => Block::Other,
+        None => {
+            problems.push(index, id, Some(&field("type")), "missing (a string)");
+            Block::Other
+        }
+    }
+}
+
+/// Lowers one message, recording its problems.
+pub fn lower_message(
+    index: usize,
+    id: &str,
+    value: &Value,
+    problems: &mut Problems,
+) -> Option<Message> {
+    let role = match value.get("role") {
+        Some(Value::String(r)) if r == "user" => Role::User,
+        Some(Value::String(r)) if r == "assistant" => Role::Assistant,
+        Some(Value::String(r)) => {
+            let hint = if r == "system" {
+                " (the system prompt goes in the top-level `system` field)"
+            } else {
+                ""
+            };
+            problems.push(
+                index,
+                id,
+                Some("role"),
+                format!("unknown role {r:?}: expected user or assistant{hint}"),
+            );
+            return None;
+        }
+        Some(other) => {
+            problems.push(
+                index,
+                id,
+                Some("role"),
+                format!("expected a string, found {}", type_name(other)),
+            );
+            return None;
+        }
+        None => {
+            problems.push(index, id, Some("role"), "missing");
+            return None;
+        }
+    };
+    let blocks = match value.get("content") {
+        Some(Value::String(s)) => vec![Block::Text { text: s.clone() }],
+        Some(Value::Array(list)) => list
+            .iter()
+            .enumerate()
+            .map(|(k, b)| block(index, id, k, b, problems))
+            .collect(),
+        Some(other) => {
+            problems.push(
+                index,
+                id,
+                Some("content"),
+                format!(
+                    "expected a string or a list of blocks, found {}",
+                    type_name(other)
+                ),
+            );
+            return None;
+        }
+        None => {
+            problems.push(index, id, Some("content"), "missing");
+            return None;
+        }
+    };
+    Some(Message { role, blocks })
+}
+
+fn set_result_text(result: &mut serde_json::Map<String, Value>, text: &str) {
+    if let Some(Value::Array(parts)) = result.get_mut("content") {
+        let texts: Vec<usize> = parts
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.get("type").and_then(Value::as_str) == Some("text"))
+            .map(|(k, _)| k)
+            .collect();
+        if let [k] = texts[..]
+            && let Some(part) = parts[k].as_object_mut()
+        {
+            part.insert("text".into(), Value::String(text.to_owned()));
+            return;
+        }
+    }
+    result.insert("content".into(), Value::String(text.to_owned()));
+}
+
+/// Replaces the content of rewritten blocks in a message (or in the system prompt's value).
+pub fn apply_rewrites(value: &mut Value, rewrites: &[BlockRewrite]) -> Result<(), String> {
+    // The system prompt's value is the string or list itself; a message holds `content`.
+    let content = if value.is_object() {
+        value
+            .get_mut("content")
+            .ok_or("a message without content")?
+    } else {
+        value
+    };
+    for rw in rewrites {
+        match content {
+            Value::String(s) if rw.block == 0 => *s = rw.text.clone(),
+            Value::Array(blocks) => {
+                let b = blocks
+                    .get_mut(rw.block)
+                    .and_then(Value::as_object_mut)
+                    .ok_or_else(|| format!("no block {}", rw.block))?;
+                match b.get("type").and_then(Value::as_str) {
+                    Some("text") => {
+                        b.insert("text".into(), Value::String(rw.text.clone()));
+                    }
+                    Some("tool_result") => set_result_text(b, &rw.text),
+                    Some("thinking" | "redacted_thinking") => {
+                        return Err("thinking blocks are never edited".into());
+                    }
+                    _ => return Err(format!("block {} cannot be rewritten", rw.block)),
+                }
+            }
+            _ => return Err(format!("no block {}", rw.block)),
+        }
+    }
+    Ok(())
+}
+
+/// The texts token counts cover (see [`crate::frontend::openai::payload`]): text, tool-use
+/// names and inputs, tool-result text, thinking text. `value` is a message or the system value.
+pub fn payload(value: &Value, out: &mut Vec<String>) {
+    let content = if value.is_object() {
+        value.get("content")
+    } else {
+        Some(value)
+    };
+    fn blocks(content: &Value, out: &mut Vec<String>) {
+        match content {
+            Value::String(s) => out.push(s.clone()),
+            Value::Array(list) => {
+                for b in list {
+                    match b.get("type").and_then(Value::as_str) {
+                        Some("text") => {
+                            if let Some(Value::String(t)) = b.get("text") {
+                                out.push(t.clone());
+                            }
+                        }
+                        Some("thinking") => {
+                            if let Some(Value::String(t)) = b.get("thinking") {
+                                out.push(t.clone());
+                            }
+                        }
+                        Some("tool_use") => {
+                            if let Some(Value::String(n)) = b.get("name") {
+                                out.push(n.clone());
+                            }
+                            if let Some(input) = b.get("input") {
+                                out.push(input.to_string());
+                            }
+                        }
+                        Some("tool_result") => {
+                            if let Some(c) = b.get("content") {
+                                blocks(c, out);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(c) = content {
+        blocks(c, out);
+    }
+}

@@ -1,0 +1,576 @@
+//! The OpenAI Chat Completions front-end.
+//!
+//! Reads `system`/`developer`, `user`, `assistant`, `tool` and the legacy `function` role.
+//! `content` is a string, `null`, or a list of content parts (`text` parts become text
+//! blocks, everything else — images, audio, files, refusals — is kept as it is).
+//! `tool_calls` are read in the API's form (`{"id", "type": "function", "function": {"name",
+//! "arguments": "<JSON text>"}}`, arguments parsed and kept as text when they are not JSON),
+//! in the corpus form (`{"id", "name", "arguments": {...}}`) and as custom-tool calls; the
+//! legacy `function_call` pairs with the `function` message that follows. Blocks are, in order:
+//! the content (one block for a string, one per part for a list), then each tool call.
+//!
+//! ```
+//! use ctxgc_core::frontend::openai::lower_messages;
+//! use ctxgc_core::ir::{Block, Kind};
+//! let items = lower_messages(r#"[{"role": "assistant", "content": null, "tool_calls": [
+//!   {"id": "c1", "type": "function", "function": {"name": "get_user", "arguments": "{\"id\": 7}"}}]}]"#).unwrap();
+//! let Kind::Message(m) = &items[0].kind else { panic!() };
+//! let Block::ToolCall(call) = &m.blocks[0] else { panic!() };
+//! assert_eq!(call.arguments["id"], 7);
+//! ```
+
+use serde_json::Value;
+
+use crate::chat::lowering::{
+    Problems, assign_ids, parse_arguments, parse_item, provider_id, type_name,
+};
+use crate::error::Error;
+use crate::frontend::{Layout, RawItem, split_items};
+use crate::ir::{Block, Call, Item, Kind, Message, Role, ToolOutput};
+use crate::plan::BlockRewrite;
+
+/// Where a block sits in its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockPath {
+    /// The whole `content` string (or, for a tool message, the whole content).
+    Content,
+    /// `content[k]`.
+    Part(usize),
+    /// `tool_calls[k]`.
+    ToolCall(usize),
+    /// The legacy `function_call`.
+    FunctionCall,
+}
+
+/// Lowers a message list: a JSON array, or an object with a `messages` array.
+pub fn lower_messages(text: &str) -> Result<Vec<Item>, Error> {
+    let trimmed = text.trim_start_matches('\u{feff}').trim_start();
+    let layout = if trimmed.starts_with('{') {
+        Layout::Wrapped("messages")
+    } else {
+        Layout::Array
+    };
+    lower_raw(&split_items(text, layout)?)
+}
+
+/// Lowers messages already split into their exact bytes; every problem is reported.
+pub fn lower_raw(raw: &[RawItem<'_>]) -> Result<Vec<Item>, Error> {
+    let mut problems = Problems::default();
+    let values: Vec<Option<Value>> = raw
+        .iter()
+        .enumerate()
+        .map(|(i, r)| parse_item(r, i, &mut problems))
+        .collect();
+    let ids = assign_ids(
+        &values
+            .iter()
+            .map(|v| v.as_ref().and_then(provider_id))
+            .collect::<Vec<_>>(),
+        0,
+    );
+    let mut items = Vec::with_capacity(raw.len());
+    for (index, (value, raw)) in values.iter().zip(raw).enumerate() {
+        let Some(value) = value else { continue };
+        let id = &ids[index];
+        if let Some(message) = lower_message(index, id, value, &mut problems) {
+            items.push(Item {
+                id: id.clone(),
+                raw: raw.text.to_owned(),
+                kind: Kind::Message(message),
+                parent: None,
+                timestamp: None,
+                retention: Default::default(),
+                extra: None,
+            });
+        }
+    }
+    problems.finish(items)
+}
+
+fn role_of(value: &Value) -> Result<(Role, &str), String> {
+    match value.get("role") {
+        None => Err("missing".into()),
+        Some(Value::String(r)) => match r.as_str() {
+            "system" | "developer" => Ok((Role::System, r)),
+            "user" => Ok((Role::User, r)),
+            "assistant" => Ok((Role::Assistant, r)),
+            "tool" | "function" => Ok((Role::Tool, r)),
+            other => Err(format!(
+                "unknown role {other:?} (expected system, developer, user, assistant, tool or function)"
+            )),
+        },
+        Some(other) => Err(format!("expected a string, found {}", type_name(other))),
+    }
+}
+
+fn content_blocks(
+    value: &Value,
+    index: usize,
+    id: &str,
+    problems: &mut Problems,
+) -> Vec<(BlockPath, Block)> {
+    match value.get("content") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => vec![(BlockPath::Content, Block::Text { text: s.clone() })],
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .enumerate()
+            .map(|(k, part)| {
+                let block = match part {
+                    Value::String(s) => Block::Text { text: s.clone() },
+                    Value::Object(p) => {
+                        match (p.get("type").and_then(Value::as_str), p.get("text")) {
+                            (Some("text"), Some(Value::String(t))) => {
+                                Block::Text { text: t.clone() }
+                            }
+                            (Some("text"), _) => {
+                                problems.push(
+                                    index,
+                                    id,
+                                    Some(&format!("content[{k}].text")),
+                                    "a text part needs a string `text`",
+                                );
+                                Block::Other
+                            }
+                            _ => Block::Other,
+                        }
+                    }
+                    other => {
+                        problems.push(
+                            index,
+                            id,
+                            Some(&format!("content[{k}]")),
+                            format!("expected a content part object, found {}", type_name(other)),
+                        );
+                        Block::Other
+                    }
+                };
+                (BlockPath::Part(k), block)
+            })
+            .collect(),
+        Some(other) => {
+            problems.push(
+                index,
+                id,
+                Some("content"),
+                format!(
+                    "expected a string, a list of parts or null, found {}",
+                    type_name(other)
+                ),
+            );
+            Vec::new()
+        }
+    }
+}
+
+fn tool_call(
+    call: &Value,
+    k: usize,
+    index: usize,
+    id: &str,
+    problems: &mut Problems,
+) -> Option<Call> {
+    let field = |f: &str| format!("tool_calls[{k}].{f}");
+    let Value::Object(map) = call else {
+        problems.push(
+            index,
+            id,
+            Some(&format!("tool_calls[{k}]")),
+            format!("expected an object, found {}", type_name(call)),
+        );
+        return None;
+    };
+    let call_id = match map.get("id") {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        Some(Value::String(_)) => {
+            problems.push(index, id, Some(&field("id")), "must not be empty");
+            return None;
+        }
+        Some(other) => {
+            problems.push(
+                index,
+                id,
+                Some(&field("id")),
+                format!("expected a string, found {}", type_name(other)),
+            );
+            return None;
+        }
+        None => {
+            problems.push(index, id, Some(&field("id")), "missing");
+            return None;
+        }
+    };
+    let (name, arguments) = if let Some(function) = map.get("function") {
+        let name = function.get("name").and_then(Value::as_str);
+        let arguments = match function.get("arguments") {
+            Some(Value::String(s)) => parse_arguments(s),
+            Some(other) => other.clone(),
+            None => Value::Object(Default::default()),
+        };
+        (name, arguments)
+    } else if let Some(custom) = map.get("custom") {
+        let input = custom.get("input").cloned().unwrap_or(Value::Null);
+        (custom.get("name").and_then(Value::as_str), input)
+    } else {
+        let arguments = match map.get("arguments") {
+            Some(Value::String(s)) => parse_arguments(s),
+            Some(other) => other.clone(),
+            None => Value::Object(Default::default()),
+        };
+        (map.get("name").and_then(Value::as_str), arguments)
+    };
+    let Some(name) = name else {
+        problems.push(
+            index,
+            id,
+            Some(&field("function.name")),
+            "missing tool name (a string)",
+        );
+        return None;
+    };
+    Some(Call {
+        call_id,
+        name: name.to_owned(),
+        arguments,
+    })
+}
+
+/// The call id a legacy `function_call` and its `function` result share.
+fn legacy_call_id(name: &str) -> String {
+    format!("function_call:{name}")
+}
+
+/// The message's blocks with where each sits.
+pub fn blocks_with_paths(
+    index: usize,
+    id: &str,
+    value: &Value,
+    problems: &mut Problems,
+) -> Option<(Role, Vec<(BlockPath, Block)>)> {
+    let (role, role_text) = match role_of(value) {
+        Ok(r) => r,
+        Err(message) => {
+            problems.push(index, id, Some("role"), message);
+            return None;
+        }
+    };
+    let mut blocks = Vec::new();
+    match role {
+        Role::Tool => {
+            let call_id = if role_text == "function" {
+                match value.get("name").and_then(Value::as_str) {
+                    Some(name) => legacy_call_id(name),
+                    None => {
+                        problems.push(
+                            index,
+                            id,
+                            Some("name"),
+                            "a function message needs its function's name",
+                        );
+                        return None;
+                    }
+                }
+            } else {
+                match value.get("tool_call_id") {
+                    Some(Value::String(s)) if !s.is_empty() => s.clone(),
+                    Some(Value::String(_)) => {
+                        problems.push(index, id, Some("tool_call_id"), "must not be empty");
+                        return None;
+                    }
+                    Some(other) => {
+                        problems.push(
+                            index,
+                            id,
+                            Some("tool_call_id"),
+                            format!("expected a string, found {}", type_name(other)),
+                        );
+                        return None;
+                    }
+                    None => {
+                        problems.push(
+                            index,
+                            id,
+                            Some("tool_call_id"),
+                            "missing: a tool message must name the call it answers",
+                        );
+                        return None;
+                    }
+                }
+            };
+            let output = match value.get("content") {
+                None | Some(Value::Null) => Value::String(String::new()),
+                Some(v @ (Value::String(_) | Value::Array(_))) => v.clone(),
+                Some(other) => {
+                    problems.push(
+                        index,
+                        id,
+                        Some("content"),
+                        format!(
+                            "expected a string or a list of parts, found {}",
+                            type_name(other)
+                        ),
+                    );
+                    return None;
+                }
+            };
+            let is_error = value.get("error").and_then(Value::as_bool).unwrap_or(false)
+                || value
+                    .get("is_error")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+            blocks.push((
+                BlockPath::Content,
+                Block::ToolResult(ToolOutput {
+                    call_id,
+                    output,
+                    is_error,
+                }),
+            ));
+        }
+        _ => {
+            blocks.extend(content_blocks(value, index, id, problems));
+            match value.get("tool_calls") {
+                None | Some(Value::Null) => {}
+                Some(Value::Array(calls)) => {
+                    for (k, call) in calls.iter().enumerate() {
+                        if let Some(call) = tool_call(call, k, index, id, problems) {
+                            blocks.push((BlockPath::ToolCall(k), Block::ToolCall(call)));
+                        }
+                    }
+                }
+                Some(other) => problems.push(
+                    index,
+                    id,
+                    Some("tool_calls"),
+                    format!("expected a list, found {}", type_name(other)),
+                ),
+            }
+            if let Some(fc) = value.get("function_call").filter(|v| !v.is_null()) {
+                match fc.get("name").and_then(Value::as_str) {
+                    Some(name) => {
+                        let arguments = match fc.get("arguments") {
+                            Some(Value::String(s)) => parse_arguments(s),
+                            Some(other) => other.clone(),
+                            None => Value::Object(Default::default()),
+                        };
+                        blocks.push((
+                            BlockPath::FunctionCall,
+                            Block::ToolCall(Call {
+                                call_id: legacy_call_id(name),
+                                name: name.to_owned(),
+                                arguments,
+                            }),
+                        ));
+                    }
+                    None => {
+                        problems.push(index, id, Some("function_call.name"), "missing (a string)")
+                    }
+                }
+            }
+        }
+    }
+    Some((role, blocks))
+}
+
+/// Lowers one message (a JSON object), recording its problems.
+pub fn lower_message(
+    index: usize,
+    id: &str,
+    value: &Value,
+    problems: &mut Problems,
+) -> Option<Message> {
+    let (role, blocks) = blocks_with_paths(index, id, value, problems)?;
+    Some(Message {
+        role,
+        blocks: blocks.into_iter().map(|(_, b)| b).collect(),
+    })
+}
+
+fn set_output_text(slot: &mut Value, text: &str) {
+    if let Value::Array(parts) = slot {
+        let texts: Vec<usize> = parts
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| {
+                matches!(
+                    p.get("type").and_then(Value::as_str),
+                    Some("text" | "input_text" | "output_text")
+                )
+            })
+            .map(|(k, _)| k)
+            .collect();
+        if let [k] = texts[..]
+            && let Some(part) = parts[k].as_object_mut()
+        {
+            part.insert("text".into(), Value::String(text.to_owned()));
+            return;
+        }
+    }
+    *slot = Value::String(text.to_owned());
+}
+
+/// Replaces the content of rewritten blocks in a message (parsed from its original bytes).
+pub fn apply_rewrites(value: &mut Value, rewrites: &[BlockRewrite]) -> Result<(), String> {
+    let mut problems = Problems::default();
+    let Some((_, blocks)) = blocks_with_paths(0, "", value, &mut problems) else {
+        return Err("the message no longer lowers".into());
+    };
+    for rw in rewrites {
+        let Some((path, block)) = blocks.get(rw.block) else {
+            return Err(format!("no block {}", rw.block));
+        };
+        match (path, block) {
+            (BlockPath::Content, Block::ToolResult(_)) => {
+                let slot = value
+                    .get_mut("content")
+                    .ok_or("a tool message without content")?;
+                set_output_text(slot, &rw.text);
+            }
+            (BlockPath::Content, _) => {
+                value["content"] = Value::String(rw.text.clone());
+            }
+            (BlockPath::Part(k), _) => {
+                let part = value
+                    .get_mut("content")
+                    .and_then(|c| c.get_mut(*k))
+                    .ok_or_else(|| format!("no content part {k}"))?;
+                if let Some(p) = part.as_object_mut() {
+                    p.insert("text".into(), Value::String(rw.text.clone()));
+                } else {
+                    *part = Value::String(rw.text.clone());
+                }
+            }
+            (BlockPath::ToolCall(_) | BlockPath::FunctionCall, _) => {
+                return Err("tool calls are never rewritten".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The texts of a message that token counts cover: content text (text parts, refusals),
+/// tool-call names and arguments (as sent), tool output text (structured output as compact
+/// JSON). Each piece is counted on its own.
+pub fn payload(value: &Value, out: &mut Vec<String>) {
+    match value.get("content") {
+        Some(Value::String(s)) => out.push(s.clone()),
+        Some(Value::Array(parts)) => {
+            for p in parts {
+                match p {
+                    Value::String(s) => out.push(s.clone()),
+                    Value::Object(m) => {
+                        for key in ["text", "refusal"] {
+                            if let Some(Value::String(s)) = m.get(key) {
+                                out.push(s.clone());
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        _ => {}
+    }
+    let call_text = |call: &Value, out: &mut Vec<String>| {
+        let holder = call
+            .get("function")
+            .or_else(|| call.get("custom"))
+            .unwrap_or(call);
+        if let Some(Value::String(name)) = holder.get("name") {
+            out.push(name.clone());
+        }
+        match holder.get("arguments").or_else(|| holder.get("input")) {
+            Some(Value::String(s)) => out.push(s.clone()),
+            Some(other) => out.push(other.to_string()),
+            None => {}
+        }
+    };
+    if let Some(Value::Array(calls)) = value.get("tool_calls") {
+        for call in calls {
+            call_text(call, out);
+        }
+    }
+    if let Some(fc) = value.get("function_call").filter(|v| v.is_object()) {
+        call_text(fc, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_problem_is_named() {
+        let err = lower_messages(
+            r#"[{"role": "robot", "content": "x"}, {"role": "tool", "content": "y"},
+               {"role": "assistant", "content": 3}, {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f"}}]}]"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("item 0 (id \"m0\"): field \"role\": unknown role \"robot\""),
+            "{err}"
+        );
+        assert!(
+            err.contains("item 1 (id \"m1\"): field \"tool_call_id\": missing"),
+            "{err}"
+        );
+        assert!(
+            err.contains("item 2 (id \"m2\"): field \"content\""),
+            "{err}"
+        );
+        assert!(
+            err.contains("item 3 (id \"m3\"): field \"tool_calls[0].id\": missing"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unparsable_arguments_are_kept_as_text() {
+        let items = lower_messages(
+            r#"[{"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{not json"}}]}]"#,
+        )
+        .unwrap();
+        let Kind::Message(m) = &items[0].kind else {
+            panic!()
+        };
+        let Block::ToolCall(call) = &m.blocks[0] else {
+            panic!()
+        };
+        assert_eq!(call.arguments, Value::String("{not json".into()));
+    }
+
+    #[test]
+    fn legacy_function_calls_pair_by_name() {
+        let items = lower_messages(
+            r#"[{"role": "assistant", "content": null, "function_call": {"name": "lookup", "arguments": "{}"}},
+               {"role": "function", "name": "lookup", "content": "42"}]"#,
+        )
+        .unwrap();
+        let mut pairing = crate::chat::pairing::Pairing::default();
+        for (i, item) in items.iter().enumerate() {
+            pairing.add(i, item);
+        }
+        assert_eq!(pairing.call_of(1, 0).unwrap().name, "lookup");
+    }
+
+    #[test]
+    fn content_parts_are_blocks() {
+        let items = lower_messages(
+            r#"[{"role": "user", "content": [{"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": "data:"}}]}]"#,
+        )
+        .unwrap();
+        let Kind::Message(m) = &items[0].kind else {
+            panic!()
+        };
+        assert_eq!(
+            m.blocks,
+            vec![
+                Block::Text {
+                    text: "look".into()
+                },
+                Block::Other
+            ]
+        );
+    }
+}

@@ -1,0 +1,308 @@
+//! The OpenAI Responses front-end: the items of a request's `input`.
+//!
+//! `message` items (with or without `"type": "message"`; roles `user`, `assistant`, `system`,
+//! `developer`; content a string or a list of `input_text`/`output_text` parts) become
+//! messages; a `function_call` becomes an assistant message holding one call, a
+//! `function_call_output` a tool message holding its output. Every other item type
+//! (`reasoning`, `web_search_call`, `item_reference`, custom tools, ...) is kept opaque: sent
+//! as it is, never pruned. An `input` given as one string is one user message.
+//!
+//! ```
+//! use ctxgc_core::frontend::responses::lower_raw;
+//! use ctxgc_core::frontend::{split_items, Layout};
+//! use ctxgc_core::ir::Kind;
+//! let raw = split_items(r#"[
+//!   {"role": "user", "content": "weather?"},
+//!   {"type": "reasoning", "id": "rs_1", "summary": []},
+//!   {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "weather", "arguments": "{}"},
+//!   {"type": "function_call_output", "call_id": "call_1", "output": "sunny"}
+//! ]"#, Layout::Array).unwrap();
+//! let items = lower_raw(&raw).unwrap();
+//! assert_eq!(items[1].id, "rs_1");
+//! assert!(matches!(items[1].kind, Kind::Opaque { .. }));
+//! assert_eq!(items[3].id, "m3");
+//! ```
+
+use serde_json::Value;
+
+use crate::chat::lowering::{
+    Problems, assign_ids, parse_arguments, parse_item, provider_id, type_name,
+};
+use crate::error::Error;
+use crate::frontend::RawItem;
+use crate::ir::{Block, Call, Item, Kind, Message, Role, ToolOutput};
+use crate::plan::BlockRewrite;
+
+fn item(id: String, raw: &str, kind: Kind) -> Item {
+    Item {
+        id,
+        raw: raw.to_owned(),
+        kind,
+        parent: None,
+        timestamp: None,
+        retention: Default::default(),
+        extra: None,
+    }
+}
+
+/// Lowers an `input` that is one string: a single user message whose raw bytes are the string.
+pub fn lower_input_string(raw: &str) -> Result<Vec<Item>, Error> {
+    let text: String = serde_json::from_str(raw).map_err(|e| Error::json("`input`", &e))?;
+    Ok(vec![item(
+        "m0".into(),
+        raw,
+        Kind::Message(Message {
+            role: Role::User,
+            blocks: vec![Block::Text { text }],
+        }),
+    )])
+}
+
+/// Lowers input items already split into their exact bytes; every problem is reported.
+pub fn lower_raw(raw: &[RawItem<'_>]) -> Result<Vec<Item>, Error> {
+    let mut problems = Problems::default();
+    let values: Vec<Option<Value>> = raw
+        .iter()
+        .enumerate()
+        .map(|(i, r)| parse_item(r, i, &mut problems))
+        .collect();
+    let ids = assign_ids(
+        &values
+            .iter()
+            .map(|v| v.as_ref().and_then(provider_id))
+            .collect::<Vec<_>>(),
+        0,
+    );
+    let mut items = Vec::with_capacity(raw.len());
+    for (index, (value, raw)) in values.iter().zip(raw).enumerate() {
+        let Some(value) = value else { continue };
+        if let Some(kind) = lower_item(index, &ids[index], value, &mut problems) {
+            items.push(item(ids[index].clone(), raw.text, kind));
+        }
+    }
+    problems.finish(items)
+}
+
+fn string_field<'a>(
+    value: &'a Value,
+    field: &str,
+    index: usize,
+    id: &str,
+    problems: &mut Problems,
+) -> Option<&'a str> {
+    match value.get(field) {
+        Some(Value::String(s)) if !s.is_empty() => Some(s),
+        Some(Value::String(_)) => {
+            problems.push(index, id, Some(field), "must not be empty");
+            None
+        }
+        Some(other) => {
+            problems.push(
+                index,
+                id,
+                Some(field),
+                format!("expected a string, found {}", type_name(other)),
+            );
+            None
+        }
+        None => {
+            problems.push(index, id, Some(field), "missing");
+            None
+        }
+    }
+}
+
+/// Lowers one input item, recording its problems.
+pub fn lower_item(index: usize, id: &str, value: &Value, problems: &mut Problems) -> Option<Kind> {
+    let ty = value.get("type").and_then(Value::as_str);
+    match ty {
+        None | Some("message") => {
+            let role = match value.get("role").and_then(Value::as_str) {
+                Some("user") => Role::User,
+                Some("assistant") => Role::Assistant,
+                Some("system" | "developer") => Role::System,
+                Some(other) => {
+                    problems.push(
+                        index,
+                        id,
+                        Some("role"),
+                        format!(
+                            "unknown role {other:?} (expected user, assistant, system or developer)"
+                        ),
+                    );
+                    return None;
+                }
+                None => {
+                    problems.push(index, id, Some("role"), "missing (a string)");
+                    return None;
+                }
+            };
+            let blocks = match value.get("content") {
+                Some(Value::String(s)) => vec![Block::Text { text: s.clone() }],
+                Some(Value::Array(parts)) => parts
+                    .iter()
+                    .map(
+                        |p| match (p.get("type").and_then(Value::as_str), p.get("text")) {
+                            (
+                                Some("input_text" | "output_text" | "text"),
+                                Some(Value::String(t)),
+                            ) => Block::Text { text: t.clone() },
+                            _ => Block::Other,
+                        },
+                    )
+                    .collect(),
+                Some(other) => {
+                    problems.push(
+                        index,
+                        id,
+                        Some("content"),
+                        format!(
+                            "expected a string or a list of parts, found {}",
+                            type_name(other)
+                        ),
+                    );
+                    return None;
+                }
+                None => {
+                    problems.push(index, id, Some("content"), "missing");
+                    return None;
+                }
+            };
+            Some(Kind::Message(Message { role, blocks }))
+        }
+        Some("function_call") => {
+            let call_id = string_field(value, "call_id", index, id, problems)?;
+            let name = string_field(value, "name", index, id, problems)?;
+            let arguments = match value.get("arguments") {
+                Some(Value::String(s)) => parse_arguments(s),
+                Some(other) => other.clone(),
+                None => Value::Object(Default::default()),
+            };
+            Some(Kind::Message(Message {
+                role: Role::Assistant,
+                blocks: vec![Block::ToolCall(Call {
+                    call_id: call_id.to_owned(),
+                    name: name.to_owned(),
+                    arguments,
+                })],
+            }))
+        }
+        Some("function_call_output") => {
+            let call_id = string_field(value, "call_id", index, id, problems)?;
+            let output = match value.get("output") {
+                Some(v @ (Value::String(_) | Value::Array(_))) => v.clone(),
+                Some(other) => {
+                    problems.push(
+                        index,
+                        id,
+                        Some("output"),
+                        format!(
+                            "expected a string or a list of parts, found {}",
+                            type_name(other)
+                        ),
+                    );
+                    return None;
+                }
+                None => {
+                    problems.push(index, id, Some("output"), "missing");
+                    return None;
+                }
+            };
+            Some(Kind::Message(Message {
+                role: Role::Tool,
+                blocks: vec![Block::ToolResult(ToolOutput {
+                    call_id: call_id.to_owned(),
+                    output,
+                    is_error: false,
+                })],
+            }))
+        }
+        Some(other) => Some(Kind::Opaque {
+            type_name: other.to_owned(),
+        }),
+    }
+}
+
+/// Replaces the content of rewritten blocks in an input item.
+pub fn apply_rewrites(value: &mut Value, rewrites: &[BlockRewrite]) -> Result<(), String> {
+    let ty = value.get("type").and_then(Value::as_str).map(str::to_owned);
+    for rw in rewrites {
+        match ty.as_deref() {
+            Some("function_call_output") if rw.block == 0 => {
+                let slot = value.get_mut("output").ok_or("no output")?;
+                if let Value::Array(parts) = slot {
+                    let texts: Vec<usize> = parts
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, p)| {
+                            matches!(
+                                p.get("type").and_then(Value::as_str),
+                                Some("input_text" | "output_text" | "text")
+                            )
+                        })
+                        .map(|(k, _)| k)
+                        .collect();
+                    if let [k] = texts[..]
+                        && let Some(part) = parts[k].as_object_mut()
+                    {
+                        part.insert("text".into(), Value::String(rw.text.clone()));
+                        continue;
+                    }
+                }
+                *slot = Value::String(rw.text.clone());
+            }
+            None | Some("message") => match value.get_mut("content") {
+                Some(Value::String(s)) if rw.block == 0 => *s = rw.text.clone(),
+                Some(Value::Array(parts)) => {
+                    let part = parts
+                        .get_mut(rw.block)
+                        .and_then(Value::as_object_mut)
+                        .ok_or_else(|| format!("no content part {}", rw.block))?;
+                    part.insert("text".into(), Value::String(rw.text.clone()));
+                }
+                _ => return Err(format!("no block {}", rw.block)),
+            },
+            _ => return Err(format!("block {} cannot be rewritten", rw.block)),
+        }
+    }
+    Ok(())
+}
+
+/// The texts token counts cover (see [`crate::frontend::openai::payload`]): message text,
+/// function-call names and arguments, function-call output text. Opaque items are not counted.
+pub fn payload(value: &Value, out: &mut Vec<String>) {
+    let parts = |v: &Value, out: &mut Vec<String>| match v {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(list) => {
+            for p in list {
+                if let Some(Value::String(t)) = p.get("text") {
+                    out.push(t.clone());
+                }
+            }
+        }
+        _ => {}
+    };
+    match value.get("type").and_then(Value::as_str) {
+        None | Some("message") => {
+            if let Some(c) = value.get("content") {
+                parts(c, out);
+            }
+        }
+        Some("function_call") => {
+            if let Some(Value::String(n)) = value.get("name") {
+                out.push(n.clone());
+            }
+            match value.get("arguments") {
+                Some(Value::String(s)) => out.push(s.clone()),
+                Some(other) => out.push(other.to_string()),
+                None => {}
+            }
+        }
+        Some("function_call_output") => {
+            if let Some(o) = value.get("output") {
+                parts(o, out);
+            }
+        }
+        _ => {}
+    }
+}

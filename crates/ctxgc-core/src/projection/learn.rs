@@ -1,0 +1,448 @@
+//! The projection: per tool, which fields to keep and which to drop, with the counts behind
+//! every decision. It is plain JSON meant for review: move a field from `drop` to `keep`
+//! (or delete it from `drop`) and it is kept; add a field to `drop` and it is dropped; set
+//! `"trim": false` and the tool's outputs are only re-serialised, never trimmed. Fields that
+//! appear in neither list (new fields, fields never seen) are always kept. A field listed in
+//! both lists is kept.
+//!
+//! **Rules** ([`LearnOptions`]): a field is dropped when it was seen in at least `min_calls`
+//! calls over `min_runs` runs and used in at most `max_used_share` of them (by default:
+//! never), unless it identifies a record. Identifying fields are ids, keys, names, titles,
+//! numbers and codes by their key name (`id`, `user_id`, `orderId`, `first_name`, `title`,
+//! `flight_number`, `sku`...), and fields whose values all look like identifiers
+//! (`HAT069`, `credit_card_7`): the agent keeps them to refer to records and ask for more.
+//!
+//! ```
+//! use ctxgc_core::projection::{Projection, Run, learn::LearnOptions, counts::observe_run};
+//! use ctxgc_core::Tokenizer;
+//! use serde_json::json;
+//! let mut total = ctxgc_core::projection::Counts::default();
+//! for i in 0..3 {
+//!     let mut run = Run::new(format!("r{i}"));
+//!     let out = format!(r#"{{"order_id": "A{i}B", "price": 1{i}5, "warehouse": "north wing"}}"#);
+//!     run.push_call("get_order", json!({}), out, None);
+//!     run.push_message(format!("It costs {}.", 105 + i * 10), None);
+//!     total.add(&observe_run(&run, &Default::default(), Tokenizer::default()).counts);
+//! }
+//! let p = Projection::learn(&total, &LearnOptions::default(), Tokenizer::default());
+//! let tool = &p.tools["get_order"];
+//! assert_eq!(tool.drop.iter().map(|d| d.field.as_str()).collect::<Vec<_>>(), ["warehouse"]);
+//! assert!(tool.keep.iter().any(|d| d.field == "order_id")); // identifying
+//! assert!(tool.keep.iter().any(|d| d.field == "price"));    // used
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::counts::{Counts, FieldCounts, ToolCounts};
+use super::fields::{OPAQUE_FIELD, last_key};
+use crate::tokens::Tokenizer;
+
+/// The format version written in every projection file.
+pub const PROJECTION_FORMAT: u32 = 1;
+
+/// How fields are judged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LearnOptions {
+    /// A field is judged only once seen in this many calls (fewer: kept).
+    pub min_calls: u64,
+    /// ... and in this many runs.
+    pub min_runs: u64,
+    /// Dropped when used in at most this share of the calls that had it (0: never used).
+    pub max_used_share: f64,
+    /// Keep identifying fields (ids, keys, names, titles) even when unused.
+    pub keep_identifying: bool,
+    /// Hide fields only when that saves at least this many tokens, the footer paid for.
+    pub min_saving_tokens: u64,
+    /// Let a tool's whole output be hidden when it is not JSON and never used. Off by
+    /// default: plain text is read to reason more often than it is quoted, so the learner
+    /// only suggests it (reason `whole_output`) and a person decides.
+    pub drop_whole_text: bool,
+    /// Also re-encode lists of records as a header of keys plus rows when that is smaller
+    /// (lossless, but a different shape than the tool's; off by default).
+    pub tables: bool,
+}
+
+impl Default for LearnOptions {
+    fn default() -> Self {
+        LearnOptions {
+            min_calls: 3,
+            min_runs: 2,
+            max_used_share: 0.0,
+            keep_identifying: true,
+            min_saving_tokens: 8,
+            tables: false,
+            drop_whole_text: false,
+        }
+    }
+}
+
+/// Why a field is kept or dropped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FieldReason {
+    /// It names a record (an id, key, name, title): kept even when unused.
+    Identifying,
+    /// The agent used it.
+    Used,
+    /// Seen too rarely to judge: kept.
+    TooFewObservations,
+    /// Never used in the calls seen: dropped.
+    NeverUsed,
+    /// Used, but in no more than the allowed share of calls: dropped.
+    RarelyUsed,
+    /// A plain-text output that was never used: kept, since hiding it would leave the
+    /// agent nothing (see `drop_whole_text`); a candidate for review.
+    WholeOutput,
+    /// Sometimes empty or null, sometimes holding fields: kept, its fields judged one by one.
+    HoldsFields,
+    /// Put there by a person (no reason given in the file).
+    #[default]
+    Reviewed,
+}
+
+/// One field's decision and the counts behind it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldDecision {
+    /// The generalised field path (`flights[].price`).
+    pub field: String,
+    /// Calls whose output had it.
+    #[serde(default)]
+    pub seen: u64,
+    /// Calls in which the agent used it.
+    #[serde(default)]
+    pub used: u64,
+    /// Average tokens it costs in an output that has it.
+    #[serde(default)]
+    pub tokens: u64,
+    /// Why.
+    #[serde(default)]
+    pub reason: FieldReason,
+}
+
+/// One tool's projection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolProjection {
+    /// When false, outputs are re-serialised but nothing is dropped.
+    #[serde(default = "yes")]
+    pub trim: bool,
+    /// Calls learned from.
+    #[serde(default)]
+    pub calls: u64,
+    /// Runs learned from.
+    #[serde(default)]
+    pub runs: u64,
+    /// Fields kept.
+    #[serde(default)]
+    pub keep: Vec<FieldDecision>,
+    /// Fields dropped.
+    #[serde(default)]
+    pub drop: Vec<FieldDecision>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// What a projection was learned from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LearnedFrom {
+    /// Runs.
+    #[serde(default)]
+    pub runs: u64,
+    /// Runs with an answer.
+    #[serde(default)]
+    pub runs_with_answer: u64,
+    /// Tool calls with an output.
+    #[serde(default)]
+    pub calls: u64,
+}
+
+/// A learned (and possibly reviewed) projection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Projection {
+    /// Format version ([`PROJECTION_FORMAT`]).
+    pub ctxgc_projection: u32,
+    /// Vocabulary that counts tokens when deciding whether hiding is worth it.
+    #[serde(default)]
+    pub tokenizer: Tokenizer,
+    /// What it was learned from.
+    #[serde(default)]
+    pub learned_from: LearnedFrom,
+    /// The rules it was learned with.
+    #[serde(default)]
+    pub rules: LearnOptions,
+    /// Per tool.
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolProjection>,
+}
+
+/// A projection file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectionError {
+    /// Not JSON, or not a projection's shape.
+    #[error("projection: line {line}, column {column}: {message}")]
+    Json {
+        /// One-based line.
+        line: usize,
+        /// One-based column.
+        column: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A version this build does not read.
+    #[error("projection: format version {0} is not supported (this build reads version {PROJECTION_FORMAT})")]
+    Version(u32),
+    /// A field path that cannot be right.
+    #[error("projection: tool {tool:?}: {list}[{index}]: {message}")]
+    Field {
+        /// The tool.
+        tool: String,
+        /// `keep` or `drop`.
+        list: &'static str,
+        /// Position in the list.
+        index: usize,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Words of a key (`flightNumber`, `flight_number`, `flight-number` → `flight`, `number`).
+fn key_words(key: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut prev_lower = false;
+    for c in key.chars() {
+        if !c.is_alphanumeric() {
+            if !cur.is_empty() {
+                words.push(std::mem::take(&mut cur));
+            }
+            prev_lower = false;
+            continue;
+        }
+        if c.is_uppercase() && prev_lower && !cur.is_empty() {
+            words.push(std::mem::take(&mut cur));
+        }
+        prev_lower = c.is_lowercase() || c.is_ascii_digit();
+        cur.extend(c.to_lowercase());
+    }
+    if !cur.is_empty() {
+        words.push(cur);
+    }
+    words
+}
+
+/// Last words of key names that identify a record.
+const IDENTIFYING_WORDS: [&str; 20] = [
+    "id", "ids", "uuid", "guid", "key", "name", "names", "title", "slug", "number", "code",
+    "sku", "asin", "isbn", "handle", "username", "login", "ref", "reference", "identifier",
+];
+
+/// True when a field identifies a record, by its key name or by its values.
+///
+/// ```
+/// use ctxgc_core::projection::learn::is_identifying;
+/// use ctxgc_core::projection::counts::FieldCounts;
+/// let unused = FieldCounts { seen: 10, ..Default::default() };
+/// assert!(is_identifying("reservations[].reservation_id", &unused));
+/// assert!(is_identifying("passengers[].first_name", &unused));
+/// assert!(is_identifying("items[].productId", &unused));
+/// assert!(!is_identifying("flights[].price", &unused));
+/// let ids = FieldCounts { seen: 10, id_like: 10, ..Default::default() };
+/// assert!(is_identifying("reservations[]", &ids));
+/// ```
+pub fn is_identifying(path: &str, counts: &FieldCounts) -> bool {
+    let by_name = last_key(path).is_some_and(|k| {
+        key_words(k)
+            .last()
+            .is_some_and(|w| IDENTIFYING_WORDS.contains(&w.as_str()))
+    });
+    let by_value = counts.seen > 0 && counts.id_like * 10 >= counts.seen * 9;
+    by_name || by_value
+}
+
+impl Projection {
+    /// An empty projection (every tool's outputs re-serialised, nothing dropped).
+    pub fn empty(tokenizer: Tokenizer) -> Projection {
+        Projection {
+            ctxgc_projection: PROJECTION_FORMAT,
+            tokenizer,
+            learned_from: LearnedFrom::default(),
+            rules: LearnOptions::default(),
+            tools: BTreeMap::new(),
+        }
+    }
+
+    /// Learns a projection from counts.
+    pub fn learn(counts: &Counts, options: &LearnOptions, tokenizer: Tokenizer) -> Projection {
+        Projection::learn_tools(counts, options, tokenizer, |_| true)
+    }
+
+    /// Learns the projection of the tools `wanted` selects only.
+    pub fn learn_tools(
+        counts: &Counts,
+        options: &LearnOptions,
+        tokenizer: Tokenizer,
+        wanted: impl Fn(&str) -> bool,
+    ) -> Projection {
+        let mut p = Projection::empty(tokenizer);
+        p.rules = options.clone();
+        p.learned_from = LearnedFrom {
+            runs: counts.runs,
+            runs_with_answer: counts.runs_with_answer,
+            calls: counts.tools.values().map(|t| t.calls).sum(),
+        };
+        for (name, tool) in &counts.tools {
+            if wanted(name) {
+                p.tools.insert(name.clone(), learn_tool(tool, options));
+            }
+        }
+        p
+    }
+
+    /// Reads a projection file, checking what a person may have got wrong.
+    pub fn from_json(text: &str) -> Result<Projection, ProjectionError> {
+        let p: Projection = serde_json::from_str(text).map_err(|e| ProjectionError::Json {
+            line: e.line(),
+            column: e.column(),
+            message: e.to_string(),
+        })?;
+        if p.ctxgc_projection != PROJECTION_FORMAT {
+            return Err(ProjectionError::Version(p.ctxgc_projection));
+        }
+        for (tool, t) in &p.tools {
+            for (list, entries) in [("keep", &t.keep), ("drop", &t.drop)] {
+                for (index, d) in entries.iter().enumerate() {
+                    if d.field.trim().is_empty() {
+                        return Err(ProjectionError::Field {
+                            tool: tool.clone(),
+                            list,
+                            index,
+                            message: "the field path is empty".into(),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(p)
+    }
+
+    /// The projection as reviewable, pretty-printed JSON.
+    pub fn to_json(&self) -> String {
+        // Serialising plain data with string keys cannot fail.
+        let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
+        s.push('\n');
+        s
+    }
+
+    /// The fields dropped for `tool` (a field also listed under `keep` is kept), each with
+    /// whether it drops only values: a learned decision was made on the values seen there
+    /// (scalars, empty lists), so it never removes a list or object that holds fields; a
+    /// field a person put in `drop` goes whatever it holds. `None` when the tool is unknown
+    /// or not trimmed.
+    pub fn dropped(&self, tool: &str) -> Option<BTreeMap<&str, bool>> {
+        let t = self.tools.get(tool).filter(|t| t.trim)?;
+        let keep: BTreeSet<&str> = t.keep.iter().map(|d| d.field.as_str()).collect();
+        Some(
+            t.drop
+                .iter()
+                .filter(|d| !keep.contains(d.field.as_str()))
+                .map(|d| {
+                    let values_only =
+                        matches!(d.reason, FieldReason::NeverUsed | FieldReason::RarelyUsed);
+                    (d.field.as_str(), values_only)
+                })
+                .collect(),
+        )
+    }
+}
+
+fn learn_tool(tool: &ToolCounts, options: &LearnOptions) -> ToolProjection {
+    let mut keep = Vec::new();
+    let mut drop = Vec::new();
+    let paths: Vec<&String> = tool.fields.keys().collect();
+    for (i, (path, f)) in tool.fields.iter().enumerate() {
+        // Paths are sorted, so fields under this one (`a.b` under `a`) follow it closely.
+        let holds_fields = paths[i + 1..]
+            .iter()
+            .take_while(|p| p.starts_with(path.as_str()))
+            .any(|p| super::fields::is_under(p, path));
+        let decision = |reason| FieldDecision {
+            field: path.clone(),
+            seen: f.seen,
+            used: f.used,
+            tokens: f.tokens.checked_div(f.seen).unwrap_or(0),
+            reason,
+        };
+        if options.keep_identifying && is_identifying(path, f) {
+            keep.push(decision(FieldReason::Identifying));
+        } else if holds_fields {
+            keep.push(decision(FieldReason::HoldsFields));
+        } else if f.seen < options.min_calls || f.runs_seen < options.min_runs {
+            keep.push(decision(FieldReason::TooFewObservations));
+        } else if f.used == 0 || (f.used as f64) <= options.max_used_share * f.seen as f64 {
+            let reason = if f.used == 0 {
+                FieldReason::NeverUsed
+            } else {
+                FieldReason::RarelyUsed
+            };
+            if path == OPAQUE_FIELD && !options.drop_whole_text {
+                keep.push(decision(FieldReason::WholeOutput));
+            } else {
+                drop.push(decision(reason));
+            }
+        } else {
+            keep.push(decision(FieldReason::Used));
+        }
+    }
+    // Biggest savings first, for the reviewer.
+    drop.sort_by(|a, b| {
+        (b.tokens * b.seen)
+            .cmp(&(a.tokens * a.seen))
+            .then_with(|| a.field.cmp(&b.field))
+    });
+    ToolProjection {
+        trim: true,
+        calls: tool.calls,
+        runs: tool.runs,
+        keep,
+        drop,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_words_split_every_style() {
+        assert_eq!(key_words("flightNumber"), ["flight", "number"]);
+        assert_eq!(key_words("first_name"), ["first", "name"]);
+        assert_eq!(key_words("ID"), ["id"]);
+        assert_eq!(key_words("userID"), ["user", "id"]);
+        assert_eq!(key_words("zip-code"), ["zip", "code"]);
+    }
+
+    #[test]
+    fn reviewed_files_are_read_leniently_and_checked() {
+        let p = Projection::from_json(
+            r#"{"ctxgc_projection": 1, "tools": {"t": {"drop": [{"field": "a"}], "keep": [{"field": "a"}, {"field": "b"}]}}}"#,
+        )
+        .unwrap();
+        assert!(p.dropped("t").unwrap().is_empty(), "keep wins over drop");
+        let p = Projection::from_json(
+            r#"{"ctxgc_projection": 1, "tools": {"t": {"drop": [{"field": "a"}, {"field": "b", "reason": "never_used"}]}}}"#,
+        )
+        .unwrap();
+        assert_eq!(p.dropped("t").unwrap().into_iter().collect::<Vec<_>>(), [("a", false), ("b", true)]);
+        let err = Projection::from_json(r#"{"ctxgc_projection": 2, "tools": {}}"#).unwrap_err();
+        assert!(err.to_string().contains("version 2"));
+        let err = Projection::from_json(r#"{"ctxgc_projection": 1, "tools": {"t": {"drop": [{"field": " "}]}}}"#)
+            .unwrap_err();
+        assert!(err.to_string().contains("drop[0]"), "{err}");
+        let err = Projection::from_json("{").unwrap_err();
+        assert!(err.to_string().contains("line 1"), "{err}");
+    }
+}

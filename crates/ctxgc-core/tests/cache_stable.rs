@@ -1,0 +1,132 @@
+//! Cache-stable compilation of chats: between compaction steps, each output is a byte-identical
+//! prefix of the next; steps are a pure function of the session so far.
+
+use ctxgc_core::chat::compile::compile_chat;
+use ctxgc_core::session::CacheModel;
+use ctxgc_core::{Compiled, Options};
+use proptest::prelude::*;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+/// A deterministic random chat: lookups repeated (same or changed results), bulky JSON lists,
+/// long logs, and state declarations.
+fn session(seed: u64, turns: usize) -> Vec<Value> {
+    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut next = move |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n.max(1)
+    };
+    let mut messages = vec![json!({"role": "system", "content": "You are a support agent. Follow the policy."})];
+    for t in 0..turns {
+        messages.push(json!({"role": "user", "content": format!("Request {t}: check order {}", next(4))}));
+        let tool = ["get_order", "list_flights", "read_log"][next(3) as usize];
+        let arg = next(3);
+        let id = format!("call_{t}");
+        messages.push(json!({"role": "assistant", "content": "", "tool_calls": [{
+            "id": id, "type": "function",
+            "function": {"name": tool, "arguments": json!({"id": arg}).to_string()}}]}));
+        let version = next(2);
+        let output = match tool {
+            "list_flights" => json!({"flights": (0..40).map(|r| json!({
+                "flight": format!("HAT{r:03}"), "price": 100 + r * 7 + version, "seats": r % 9,
+                "status": "available", "aircraft": "A320"})).collect::<Vec<_>>()}).to_string(),
+            "read_log" => (0..200).map(|l| format!("line {l}: ok v{version}\n")).collect(),
+            _ => json!({"order": arg, "status": if version == 0 { "pending" } else { "shipped" }, "items": [
+                {"sku": "A1", "qty": 1}, {"sku": "B2", "qty": 2}]}).to_string(),
+        };
+        messages.push(json!({"role": "tool", "tool_call_id": id, "content": output}));
+        let state = if next(3) == 0 {
+            format!("<contextgc-state>{{\"assert\": {{\"order\": \"{}\"}}}}</contextgc-state>", next(4))
+        } else {
+            String::new()
+        };
+        messages.push(json!({"role": "assistant", "content": format!("Checked ({t}).{state}")}));
+    }
+    messages
+}
+
+fn options() -> Options {
+    let mut options = Options::default();
+    options.chat.cache = Some(CacheModel { min_reclaim_tokens: 300, ..CacheModel::default() });
+    options
+}
+
+fn messages_of(compiled: &Compiled) -> Vec<String> {
+    let list: Vec<Box<RawValue>> = serde_json::from_str(&compiled.output).expect("a message list");
+    list.into_iter().map(|m| m.get().to_owned()).collect()
+}
+
+fn steps_of(compiled: &Compiled) -> usize {
+    compiled
+        .chat
+        .as_ref()
+        .and_then(|c| c.compaction_steps.as_ref())
+        .map_or(0, Vec::len)
+}
+
+/// Compiles every prefix statelessly; checks prefix stability between steps. Returns the
+/// number of steps seen.
+fn check_prefixes(messages: &[Value]) -> usize {
+    let options = options();
+    let mut previous: Option<(Vec<String>, usize)> = None;
+    for k in 1..=messages.len() {
+        let text = Value::Array(messages[..k].to_vec()).to_string();
+        let compiled = compile_chat(&text, &options).expect("compiles");
+        let now = messages_of(&compiled);
+        let steps = steps_of(&compiled);
+        if let Some((before, before_steps)) = &previous {
+            assert!(steps >= *before_steps, "steps never disappear");
+            if steps == *before_steps {
+                assert!(now.len() >= before.len());
+                assert_eq!(&now[..before.len()], &before[..], "prefix {k}: earlier output changed without a step");
+            }
+        }
+        previous = Some((now, steps));
+    }
+    previous.map_or(0, |(_, s)| s)
+}
+
+#[test]
+fn a_long_session_takes_steps_and_stays_stable_between_them() {
+    let messages = session(7, 30);
+    let steps = check_prefixes(&messages);
+    assert!(steps >= 1, "repeated bulky reads make a step worth it");
+    let compiled = compile_chat(&Value::Array(messages.clone()).to_string(), &options()).unwrap();
+    for step in compiled.chat.unwrap().compaction_steps.unwrap() {
+        assert!(step.estimated_net > 0.0);
+        assert!(step.tokens_saved >= 300);
+        assert!(!step.items.is_empty());
+    }
+}
+
+#[test]
+fn eager_compilation_rewrites_history_cache_stable_does_not() {
+    // The same session with the default preset changes earlier messages as later ones arrive
+    // (a superseded read is stubbed); the cache-stable one only at steps.
+    let messages = session(11, 20);
+    let mut changed_without_step = 0;
+    let mut previous: Option<Vec<String>> = None;
+    for k in 1..=messages.len() {
+        let text = Value::Array(messages[..k].to_vec()).to_string();
+        let now = messages_of(&compile_chat(&text, &Options::default()).unwrap());
+        if let Some(before) = &previous
+            && now[..before.len().min(now.len())] != before[..before.len().min(now.len())]
+        {
+            changed_without_step += 1;
+        }
+        previous = Some(now);
+    }
+    assert!(changed_without_step > 0, "the eager preset edits history");
+    check_prefixes(&messages);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_sessions_are_prefix_stable_between_steps(seed in any::<u64>(), turns in 2usize..14) {
+        check_prefixes(&session(seed, turns));
+    }
+}
