@@ -1,0 +1,164 @@
+//! `ctxgc`: our compiler, through its public front door ([`ctxgc_core::compile`]), in its
+//! default configuration or a named preset.
+//!
+//! Each prefix is given to the compiler exactly as an agent's history would be: the input
+//! format's JSON list of the items' original bytes. The output is read back into segments:
+//! - an event trace compiles to prompt text, one block per line that starts with `[`; a block
+//!   `[receipt …]` / `[receipts …]` is a receipt stub, and the retired items it names are
+//!   recoverable (the compiler reports a receipt for each);
+//! - a message list compiles to a message list in the same format, lowered back through the
+//!   same front-end; a retired or rewritten item is recoverable when the output names its id
+//!   (the model can only redeem a receipt it can see).
+
+use ctxgc_core::frontend::lower_conversations;
+use ctxgc_core::{Action, Format, Options};
+
+use crate::context::{Context, Segment, SegmentKind, id_words};
+use crate::strategy::{Params, Prefix, SpecError, Strategy, StrategyError};
+
+/// ctxgc with a configuration.
+pub struct Ctxgc {
+    name: String,
+    summary: &'static str,
+    configure: fn(&mut Options),
+}
+
+impl Ctxgc {
+    /// ctxgc reported under `name`, with `configure` applied to the options the input was
+    /// read with.
+    pub fn new(name: &str, summary: &'static str, configure: fn(&mut Options)) -> Self {
+        Ctxgc {
+            name: name.to_owned(),
+            summary,
+            configure,
+        }
+    }
+
+    /// ctxgc in its default configuration.
+    pub fn default_configuration() -> Self {
+        Ctxgc::new("ctxgc", "ctxgc compile, default configuration", |_| {})
+    }
+}
+
+/// Builds `ctxgc` (no parameters).
+pub fn build_default(_spec: &str, params: &Params) -> Result<Box<dyn Strategy>, SpecError> {
+    params.only(&[])?;
+    Ok(Box::new(Ctxgc::default_configuration()))
+}
+
+/// Builds a ctxgc strategy named `name` whose options `configure` sets (no parameters): what a
+/// preset's line in [`crate::strategy::BUILTIN`] calls.
+pub fn configured(
+    params: &Params,
+    name: &str,
+    summary: &'static str,
+    configure: fn(&mut Options),
+) -> Result<Box<dyn Strategy>, SpecError> {
+    params.only(&[])?;
+    Ok(Box::new(Ctxgc::new(name, summary, configure)))
+}
+
+impl Strategy for Ctxgc {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn description(&self) -> String {
+        self.summary.to_owned()
+    }
+
+    fn compact(&self, prefix: Prefix<'_>) -> Result<Context, StrategyError> {
+        let input = prefix.input;
+        let mut options = input.options.clone();
+        options.from = Some(input.conversation.format);
+        (self.configure)(&mut options);
+        let text = input.prefix_json(prefix.len);
+        let compiled = ctxgc_core::compile(&text, &options)
+            .map_err(|e| StrategyError(format!("compile: {e}")))?;
+        let items_kept = compiled
+            .decisions
+            .iter()
+            .filter(|d| d.action != Action::Retire)
+            .filter(|d| input.index_of.get(&d.id).is_none_or(|&i| input.rendered(i)))
+            .count();
+        let mut context = match compiled.format {
+            Format::Events => event_context(input, &compiled.output),
+            format => message_context(format, &compiled.output)?,
+        };
+        context.items_kept = items_kept;
+        // Recoverable: items the compiler holds a receipt for, named where the model can see.
+        let named = match compiled.format {
+            Format::Events => context
+                .segments
+                .iter()
+                .filter(|s| s.kind == SegmentKind::Stub)
+                .map(|s| s.text.as_str())
+                .collect::<String>(),
+            _ => compiled.output.clone(),
+        };
+        let words = id_words(&named);
+        context.recoverable = compiled
+            .receipts
+            .iter()
+            .filter(|r| words.contains(r.id.as_str()))
+            .map(|r| r.id.clone())
+            .collect();
+        Ok(context)
+    }
+}
+
+/// Splits compiled prompt text into its blocks (a block starts at a line beginning with `[`;
+/// continuation lines are indented).
+fn event_context(input: &crate::prepare::Prepared, output: &str) -> Context {
+    let mut blocks: Vec<String> = Vec::new();
+    for line in output.split_inclusive('\n') {
+        match blocks.last_mut() {
+            Some(last) if !line.starts_with('[') => last.push_str(line),
+            _ => blocks.push(line.to_owned()),
+        }
+    }
+    let segments = blocks
+        .into_iter()
+        .map(|text| {
+            let kind = if text.starts_with("[receipt ") || text.starts_with("[receipts ") {
+                SegmentKind::Stub
+            } else {
+                let id = text
+                    .strip_prefix('[')
+                    .and_then(|rest| rest.split("] ").next())
+                    .unwrap_or_default();
+                match input.index_of.get(id) {
+                    Some(&i) if crate::context::is_tool_output(&input.conversation.items[i]) => {
+                        SegmentKind::ToolOutput
+                    }
+                    _ => SegmentKind::Content,
+                }
+            };
+            Segment { text, kind }
+        })
+        .collect();
+    Context {
+        segments,
+        ..Context::default()
+    }
+}
+
+/// Reads a compiled message list back through the front-end.
+pub(crate) fn message_context(format: Format, output: &str) -> Result<Context, StrategyError> {
+    let options = Options {
+        from: Some(format),
+        ..Options::default()
+    };
+    let conversations = lower_conversations(output, &options)
+        .map_err(|e| StrategyError(format!("reading the output back as {}: {e}", format.name())))?;
+    let segments = conversations
+        .iter()
+        .flat_map(|c| c.items.iter())
+        .filter(|i| !crate::context::is_structure(i))
+        .map(crate::context::item_segment)
+        .collect();
+    Ok(Context {
+        segments,
+        ..Context::default()
+    })
+}

@@ -1,0 +1,110 @@
+//! Every strategy on every public corpus file, a few conversations each (the full table comes
+//! from a release run of `ctxgc bench`).
+
+mod common;
+
+use common::corpus_dir;
+use ctxgc_bench::run::{BenchConfig, InputFile, run};
+
+/// Conversations per file: enough to meet every format quirk, few enough for a debug build.
+const PER_FILE: usize = 6;
+
+#[test]
+fn every_strategy_runs_on_every_corpus_file() {
+    let dir = corpus_dir();
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        eprintln!("note: no corpus at {}; skipping", dir.display());
+        return;
+    };
+    let mut paths: Vec<_> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    paths.sort();
+    assert!(paths.len() >= 5, "expected the five corpus files");
+    let inputs: Vec<InputFile> = paths
+        .iter()
+        .map(|p| InputFile {
+            path: p.display().to_string(),
+            text: std::fs::read_to_string(p).map_err(|e| e.to_string()),
+        })
+        .collect();
+    let config = BenchConfig {
+        timing: false,
+        limit: Some(PER_FILE),
+        ..BenchConfig::default()
+    };
+    let report = run(&inputs, &config, &mut |_| {});
+    for file in &report.files {
+        assert_eq!(file.error, None, "{}", file.path);
+        assert_eq!(file.conversations, PER_FILE, "{}", file.path);
+    }
+    for c in &report.conversations {
+        assert_eq!(c.results.len(), report.strategies.len());
+        for r in &c.results {
+            let m = r
+                .metrics
+                .as_ref()
+                .unwrap_or_else(|| panic!("{} #{} {}: {:?}", c.file, c.id, r.strategy, r.error));
+            assert!(m.deterministic, "{} #{} {}", c.file, c.id, r.strategy);
+            assert!(
+                m.tokens_after <= m.tokens_before,
+                "{} #{} {}: {} > {}",
+                c.file,
+                c.id,
+                r.strategy,
+                m.tokens_after,
+                m.tokens_before
+            );
+            assert!(m.survival.missed_values <= m.survival.used_values);
+            if r.strategy == "full" {
+                assert_eq!(m.survival.missed_values, 0);
+                if m.replay.requests > 0 {
+                    assert_eq!(m.replay.relative_to_full, Some(1.0));
+                }
+            }
+        }
+    }
+    let total = |name: &str| {
+        report
+            .totals
+            .iter()
+            .find(|s| s.strategy == name)
+            .unwrap_or_else(|| panic!("no totals for {name}"))
+    };
+    // Truncation is sized to ctxgc's output, so it is never larger over the corpus.
+    assert!(total("truncate-tokens").tokens_after <= total("ctxgc").tokens_after);
+    // The corpus has tool use and agent turns that reuse earlier values.
+    assert!(total("full").used_values > 100);
+    assert!(total("full").tool_output_tokens_before > 0);
+    assert!(total("ctxgc").tokens_after < total("full").tokens_after);
+    // Cache-aware compaction is never billed more than sending everything, nor more than
+    // compacting eagerly on every turn.
+    let cost = |name: &str| total(name).replay_cost;
+    assert!(cost("ctxgc-cache") <= cost("full"), "{} > {}", cost("ctxgc-cache"), cost("full"));
+    assert!(cost("ctxgc-cache") <= cost("ctxgc") + 1e-9, "{} > {}", cost("ctxgc-cache"), cost("ctxgc"));
+}
+
+#[test]
+fn cache_aware_compaction_bills_less_than_eager_on_the_bundled_support_session() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/support-session.json");
+    let inputs = vec![InputFile {
+        path: path.to_owned(),
+        text: std::fs::read_to_string(path).map_err(|e| e.to_string()),
+    }];
+    let config = BenchConfig {
+        timing: false,
+        ..BenchConfig::default()
+    };
+    let report = run(&inputs, &config, &mut |_| {});
+    let cost = |name: &str| {
+        report
+            .totals
+            .iter()
+            .find(|s| s.strategy == name)
+            .unwrap_or_else(|| panic!("no totals for {name}"))
+            .replay_cost
+    };
+    assert!(cost("ctxgc") < cost("full"));
+    assert!(cost("ctxgc-cache") < cost("ctxgc"), "{} >= {}", cost("ctxgc-cache"), cost("ctxgc"));
+}

@@ -1,0 +1,167 @@
+//! `ctxgc` on chat transcripts as a user meets it: in a pipe, `--json`, records, `explain`,
+//! `receipt`, `--schema`, `--to`, and usage errors.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn fixture(name: &str) -> String {
+    format!(
+        "{}/../ctxgc-core/tests/fixtures/chat/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+fn ctxgc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ctxgc"))
+        .args(args)
+        .output()
+        .expect("ctxgc runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).expect("utf-8 stdout")
+}
+
+#[test]
+fn compile_prints_the_message_list_so_it_can_sit_in_a_pipe() {
+    let text = std::fs::read(fixture("airline_cabin_change.json")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ctxgc"))
+        .args(["compile", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&text).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let messages: Vec<Value> = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(messages.len(), 8);
+    assert!(
+        messages[1]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("[ACTIVE_AGENT_STATE]")
+    );
+}
+
+#[test]
+fn json_puts_the_output_under_output_with_the_report() {
+    let out = ctxgc(&["compile", "--json", &fixture("airline_cabin_change.json")]);
+    assert!(out.status.success());
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert!(
+        v["output"].is_array(),
+        "the message list itself, not a string"
+    );
+    assert_eq!(v["chat"]["register"][0]["key"], "active_reservation");
+    assert_eq!(v["chat"]["orphan_check"]["ok"], true);
+    assert!(
+        v["chat"]["payloads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["id"] == "m4" && p["after"] == 0)
+    );
+}
+
+#[test]
+fn records_give_one_line_each() {
+    let out = ctxgc(&["compile", &fixture("corpus_samples.jsonl")]);
+    assert!(out.status.success());
+    assert_eq!(stdout(&out).lines().count(), 4);
+    let out = ctxgc(&["compile", "--json", &fixture("corpus_samples.jsonl")]);
+    let lines: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4);
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["id"].is_string() && l["output"]["messages"].is_array())
+    );
+}
+
+#[test]
+fn explain_lists_retirements_register_declarations_and_orphans() {
+    let out = ctxgc(&["explain", &fixture("anthropic_session.json")]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("m4 rewritten [duplicate-result] by m2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("allergy = \"peanut\" (supported by m1, pinned)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("declaration in m4 (item 5): {\"event\":\"untrusted\",\"role\":\"tool\"}"),
+        "{text}"
+    );
+    assert!(text.contains("orphaned facts: none"));
+    let out = ctxgc(&["explain", "--code", "superseded-fact"]);
+    assert!(stdout(&out).starts_with("`superseded-fact`: retires an assistant turn"));
+}
+
+#[test]
+fn receipt_gives_back_the_original_bytes() {
+    let out = ctxgc(&["receipt", &fixture("airline_cabin_change.json"), "m4"]);
+    assert!(out.status.success());
+    let original = std::fs::read_to_string(fixture("airline_cabin_change.json")).unwrap();
+    let raw = stdout(&out);
+    assert!(original.contains(raw.trim_end()));
+    assert!(raw.contains("Upgrading you now."));
+}
+
+#[test]
+fn schemas_from_a_file_and_bad_flags() {
+    let schema = std::env::temp_dir().join(format!("ctxgc-chat-cli-{}.json", std::process::id()));
+    std::fs::write(
+        &schema,
+        r#"{"keys": {"cabin_class": {"enum": ["business", "first"]}}, "additional_keys": false}"#,
+    )
+    .unwrap();
+    let out = ctxgc(&[
+        "compile",
+        "--json",
+        "--schema-policy",
+        "reject",
+        "--schema",
+        schema.to_str().unwrap(),
+        &fixture("airline_cabin_change.json"),
+    ]);
+    let _ = std::fs::remove_file(&schema);
+    assert!(out.status.success());
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let rejected = v["chat"]["declarations"].as_array().unwrap();
+    assert_eq!(
+        rejected.len(),
+        3,
+        "active_reservation (unknown), cabin_class economy twice"
+    );
+    assert_eq!(v["chat"]["register"][0]["value"], "business");
+    for args in [
+        vec!["compile", "--preset", "extreme", "x.json"],
+        vec!["compile", "--schema-policy", "maybe", "x.json"],
+        vec!["compile", "--to", "yaml", "x.json"],
+    ] {
+        let out = ctxgc(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+}
+
+#[test]
+fn to_writes_another_format() {
+    let out = ctxgc(&[
+        "compile",
+        "--to",
+        "anthropic",
+        &fixture("airline_cabin_change.json"),
+    ]);
+    assert!(out.status.success());
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["system"][0]["text"], "You are an airline support agent.");
+    assert_eq!(v["messages"][0]["role"], "user");
+}
