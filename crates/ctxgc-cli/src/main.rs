@@ -1,10 +1,16 @@
 //! `ctxgc`: the command-line shell around the ctxgc compiler.
 //!
-//! Exit codes: 0 ok, 1 input invalid (diagnostics on stderr), 2 usage error.
+//! Exit codes: 0 ok, 1 input invalid (diagnostics on stderr), 2 usage error, 3 another
+//! writer appended to a stored session first (`session append --expect-seq`).
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+// Compiling a large session allocates many small values; mimalloc frees them several times
+// faster than the system allocator.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod cmd;
 mod input;
@@ -27,6 +33,21 @@ enum Command {
     Diff(cmd::diff::DiffArgs),
     /// Print the original of an item, byte for byte, whatever was decided for it.
     Receipt(cmd::receipt::ReceiptArgs),
+    /// Score every context strategy (full, truncation, tool-result clearing, ctxgc, any other
+    /// compactor) on traces and transcripts: tokens, used-value misses, probes, replayed cost.
+    Bench(Box<cmd::bench::BenchArgs>),
+    /// Run an MCP proxy in front of MCP servers that trims their tool outputs (and gives them back with `expand`).
+    Proxy(cmd::proxy::ProxyArgs),
+    /// Keep sessions in a database (SQLite by default, PostgreSQL for fleets): append, compile, receipt, list.
+    Session(cmd::session::SessionArgs),
+    /// Learn from traces which fields of each tool's output the agent uses: writes a projection to review.
+    Learn(cmd::learn::LearnArgs),
+    /// Trim one tool output with a projection (dropped fields hidden, a footer says how to get them back).
+    Trim(cmd::trim::TrimArgs),
+    /// Leave-one-out: tool-output tokens a projection removes on unseen runs, and its misses.
+    Measure(cmd::measure::MeasureArgs),
+    /// Write a telemetry report of tool outputs (HTML page and JSON): what fills the context, what is never used.
+    Report(cmd::report::ReportArgs),
 }
 
 /// How a command failed: decides the exit code.
@@ -36,6 +57,8 @@ pub enum Failure {
     Input(String),
     /// The command was used wrongly (exit 2).
     Usage(String),
+    /// Another writer appended to the session first (exit 3).
+    Conflict(String),
 }
 
 impl From<ctxgc_core::Error> for Failure {
@@ -67,6 +90,13 @@ fn main() -> ExitCode {
         Command::Explain(args) => cmd::explain::run(args),
         Command::Diff(args) => cmd::diff::run(args),
         Command::Receipt(args) => cmd::receipt::run(args),
+        Command::Bench(args) => cmd::bench::run_bench(*args),
+        Command::Proxy(args) => cmd::proxy::run(args),
+        Command::Session(args) => cmd::session::run(args),
+        Command::Learn(args) => cmd::learn::run(args),
+        Command::Trim(args) => cmd::trim::run(args),
+        Command::Measure(args) => cmd::measure::run(args),
+        Command::Report(args) => cmd::report::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -77,6 +107,10 @@ fn main() -> ExitCode {
         Err(Failure::Usage(message)) => {
             eprintln!("ctxgc: {message}");
             ExitCode::from(2)
+        }
+        Err(Failure::Conflict(message)) => {
+            eprintln!("ctxgc: {message}");
+            ExitCode::from(3)
         }
     }
 }

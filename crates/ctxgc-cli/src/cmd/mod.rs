@@ -1,6 +1,13 @@
 //! One module per subcommand.
 
+pub mod bench;
 pub mod compile;
 pub mod diff;
 pub mod explain;
+pub mod learn;
+pub mod measure;
+pub mod proxy;
 pub mod receipt;
+pub mod report;
+pub mod session;
+pub mod trim;
