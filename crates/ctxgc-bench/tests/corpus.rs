@@ -81,13 +81,26 @@ fn every_strategy_runs_on_every_corpus_file() {
     // Cache-aware compaction is never billed more than sending everything, nor more than
     // compacting eagerly on every turn.
     let cost = |name: &str| total(name).replay_cost;
-    assert!(cost("ctxgc-cache") <= cost("full"), "{} > {}", cost("ctxgc-cache"), cost("full"));
-    assert!(cost("ctxgc-cache") <= cost("ctxgc") + 1e-9, "{} > {}", cost("ctxgc-cache"), cost("ctxgc"));
+    assert!(
+        cost("ctxgc-cache") <= cost("full"),
+        "{} > {}",
+        cost("ctxgc-cache"),
+        cost("full")
+    );
+    assert!(
+        cost("ctxgc-cache") <= cost("ctxgc") + 1e-9,
+        "{} > {}",
+        cost("ctxgc-cache"),
+        cost("ctxgc")
+    );
 }
 
 #[test]
 fn cache_aware_compaction_bills_less_than_eager_on_the_bundled_support_session() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/support-session.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/support-session.json"
+    );
     let inputs = vec![InputFile {
         path: path.to_owned(),
         text: std::fs::read_to_string(path).map_err(|e| e.to_string()),
@@ -106,5 +119,10 @@ fn cache_aware_compaction_bills_less_than_eager_on_the_bundled_support_session()
             .replay_cost
     };
     assert!(cost("ctxgc") < cost("full"));
-    assert!(cost("ctxgc-cache") < cost("ctxgc"), "{} >= {}", cost("ctxgc-cache"), cost("ctxgc"));
+    assert!(
+        cost("ctxgc-cache") < cost("ctxgc"),
+        "{} >= {}",
+        cost("ctxgc-cache"),
+        cost("ctxgc")
+    );
 }

@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 fn ctxgc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ctxgc")).args(args).output().expect("ctxgc runs")
+    Command::new(env!("CARGO_BIN_EXE_ctxgc"))
+        .args(args)
+        .output()
+        .expect("ctxgc runs")
 }
 
 fn ctxgc_stdin(args: &[&str], input: &[u8]) -> Output {
@@ -17,7 +20,12 @@ fn ctxgc_stdin(args: &[&str], input: &[u8]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("ctxgc runs");
-    child.stdin.take().expect("stdin").write_all(input).expect("write stdin");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input)
+        .expect("write stdin");
     child.wait_with_output().expect("ctxgc exits")
 }
 
@@ -43,7 +51,10 @@ fn first_run_command_from_the_readme_works() {
     let text = stdout(&out);
     assert!(text.contains("[e12] db = postgres-15"));
     assert!(text.contains("e02: superseded by e12"));
-    assert!(!text.contains("db = postgres\n"), "retired content must not leak");
+    assert!(
+        !text.contains("db = postgres\n"),
+        "retired content must not leak"
+    );
 }
 
 #[test]
@@ -51,7 +62,13 @@ fn json_report_has_the_contract_fields() {
     let out = ctxgc(&["compile", "--json", &example()]);
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    for key in ["output", "tokens_before", "tokens_after", "decisions", "receipts"] {
+    for key in [
+        "output",
+        "tokens_before",
+        "tokens_after",
+        "decisions",
+        "receipts",
+    ] {
         assert!(v.get(key).is_some(), "missing {key}");
     }
     let d = &v["decisions"][1];
@@ -92,7 +109,12 @@ fn stdin_is_read_with_dash_or_no_file() {
 fn receipt_gives_back_the_original_bytes() {
     let out = ctxgc(&["receipt", &example(), "e02"]);
     assert!(out.status.success());
-    let line = std::fs::read_to_string(example()).unwrap().lines().nth(1).unwrap().to_owned();
+    let line = std::fs::read_to_string(example())
+        .unwrap()
+        .lines()
+        .nth(1)
+        .unwrap()
+        .to_owned();
     assert_eq!(stdout(&out), format!("{line}\n"));
     assert!(stderr(&out).contains("superseded-var"));
     let kept = ctxgc(&["receipt", "--json", &example(), "e12"]);
@@ -127,9 +149,15 @@ fn diff_is_unified() {
 
 #[test]
 fn invalid_input_exits_1_and_usage_errors_exit_2() {
-    let bad = ctxgc_stdin(&["compile"], br#"[{"id":"e1","type":"command_run","timestamp":1,"command":"ls","exit_code":"0"}]"#);
+    let bad = ctxgc_stdin(
+        &["compile"],
+        br#"[{"id":"e1","type":"command_run","timestamp":1,"command":"ls","exit_code":"0"}]"#,
+    );
     assert_eq!(bad.status.code(), Some(1));
-    assert!(stderr(&bad).contains("item 0 (id \"e1\"): field \"exit_code\": expected integer, found string"));
+    assert!(
+        stderr(&bad)
+            .contains("item 0 (id \"e1\"): field \"exit_code\": expected integer, found string")
+    );
     let utf8 = ctxgc_stdin(&["compile"], b"[{\"id\": \"\xfe\"}]");
     assert_eq!(utf8.status.code(), Some(1));
     assert!(stderr(&utf8).contains("not valid UTF-8"));

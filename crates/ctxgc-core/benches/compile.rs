@@ -29,7 +29,9 @@ fn lowered(n: usize) -> (String, Vec<Item>) {
 
 fn single_shot(c: &mut Criterion) {
     let mut group = c.benchmark_group("single_shot");
-    group.sample_size(10).measurement_time(Duration::from_secs(20));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(20));
     for n in [10_000usize, 100_000, 1_000_000] {
         let (text, items) = lowered(n);
         group.bench_with_input(BenchmarkId::new("compile", n), &items, |b, items| {
@@ -46,15 +48,19 @@ fn single_shot(c: &mut Criterion) {
                 BatchSize::LargeInput,
             )
         });
-        group.bench_with_input(BenchmarkId::new("lower_and_compile", n), &text, |b, text| {
-            b.iter(|| {
-                let items = lower_events(text, &EventOptions::default()).expect("valid");
-                let mut session = Session::new(Default::default());
-                session.extend(items).expect("valid");
-                session.compile();
-                black_box(prompt::render(&session).text.len())
-            })
-        });
+        group.bench_with_input(
+            BenchmarkId::new("lower_and_compile", n),
+            &text,
+            |b, text| {
+                b.iter(|| {
+                    let items = lower_events(text, &EventOptions::default()).expect("valid");
+                    let mut session = Session::new(Default::default());
+                    session.extend(items).expect("valid");
+                    session.compile();
+                    black_box(prompt::render(&session).text.len())
+                })
+            },
+        );
     }
     group.finish();
 }
@@ -65,8 +71,13 @@ fn next_event(n: usize, parent: &str) -> Item {
         10_000_000 + n,
         n % 97
     );
-    ctxgc_core::frontend::events::lower_event(0, &raw, serde_json::from_str(&raw).expect("json"), &EventOptions::default())
-        .expect("valid")
+    ctxgc_core::frontend::events::lower_event(
+        0,
+        &raw,
+        serde_json::from_str(&raw).expect("json"),
+        &EventOptions::default(),
+    )
+    .expect("valid")
 }
 
 fn incremental(c: &mut Criterion) {
@@ -102,8 +113,12 @@ fn incremental(c: &mut Criterion) {
         }
         total
     };
-    group.bench_function("append1_compile/100000", |b| b.iter_custom(|iters| run(iters, 1000, false)));
-    group.bench_function("append1_compile_render/100000", |b| b.iter_custom(|iters| run(iters, 5, true)));
+    group.bench_function("append1_compile/100000", |b| {
+        b.iter_custom(|iters| run(iters, 1000, false))
+    });
+    group.bench_function("append1_compile_render/100000", |b| {
+        b.iter_custom(|iters| run(iters, 5, true))
+    });
     group.finish();
 }
 

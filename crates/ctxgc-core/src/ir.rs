@@ -337,7 +337,10 @@ impl Item {
             Kind::ToolResult(out) => f("call_id", &out.call_id),
             Kind::Abandon { targets } => targets.iter().for_each(|t| f("ref_to", t)),
             Kind::Note { supersedes, .. } => supersedes.iter().for_each(|t| f("supersedes", t)),
-            Kind::Error { related_to: Some(r), .. } => f("related_to", r),
+            Kind::Error {
+                related_to: Some(r),
+                ..
+            } => f("related_to", r),
             Kind::EdgeInjection { src, dst } => {
                 f("src", src);
                 f("dst", dst);

@@ -192,7 +192,12 @@ impl Session {
         for (offset, item) in batch.iter().enumerate() {
             let index = start + offset;
             if item.id.is_empty() {
-                problems.push(Diagnostic::new(index, None, Some("id"), "must be a non-empty string"));
+                problems.push(Diagnostic::new(
+                    index,
+                    None,
+                    Some("id"),
+                    "must be a non-empty string",
+                ));
             } else if self.index_of.contains_key(&item.id) {
                 problems.push(Diagnostic::new(
                     index,
@@ -211,7 +216,11 @@ impl Session {
     fn check_references(&self, batch: &[Item]) -> Vec<Diagnostic> {
         let start = self.items.len();
         let kind_of = |i: usize| -> &Kind {
-            if i < start { &self.items[i].kind } else { &batch[i - start].kind }
+            if i < start {
+                &self.items[i].kind
+            } else {
+                &batch[i - start].kind
+            }
         };
         let mut problems = Vec::new();
         for (offset, item) in batch.iter().enumerate() {
@@ -223,15 +232,22 @@ impl Session {
                         "call_id" if !matches!(kind_of(t), Kind::ToolCall(_)) => {
                             Some(format!("{target:?} is not a tool_call event"))
                         }
-                        "supersedes" if !matches!(kind_of(t), Kind::Note { .. }) => {
-                            Some(format!("{target:?} is not a decision, requirement or constraint"))
+                        "supersedes" if !matches!(kind_of(t), Kind::Note { .. }) => Some(format!(
+                            "{target:?} is not a decision, requirement or constraint"
+                        )),
+                        "supersedes" if t >= index => {
+                            Some(format!("{target:?} does not come before this event"))
                         }
-                        "supersedes" if t >= index => Some(format!("{target:?} does not come before this event")),
                         _ => None,
                     },
                 };
                 if let Some(message) = problem {
-                    problems.push(Diagnostic::new(index, Some(item.id.clone()), Some(field), message));
+                    problems.push(Diagnostic::new(
+                        index,
+                        Some(item.id.clone()),
+                        Some(field),
+                        message,
+                    ));
                 }
             });
         }

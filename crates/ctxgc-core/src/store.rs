@@ -5,7 +5,7 @@
 //! `ctxgc-store` crate. Every backend keeps the same promises:
 //!
 //! - **Durable before acknowledged.** [`Store::append`] returns only once the items are
-//!   committed; an error means nothing of the batch was stored.
+//!   committed; a batch is stored whole or not at all.
 //! - **No forks.** Every append names the sequence number it expects to write at (the number
 //!   of items the writer has seen). A writer that is behind gets [`StoreError::Conflict`];
 //!   two writers can never both write sequence number `n`.
@@ -133,9 +133,12 @@ pub trait Store {
 
     /// Appends `items` to the session `context_id` (created on its first append, with
     /// `format`), at sequence number `expected_seq`, together with each item's original bytes
-    /// as its receipt. Returns the next sequence number. Returns only once the batch is
-    /// durable; on any error nothing of the batch is stored. A session whose length is not
-    /// `expected_seq` gives [`StoreError::Conflict`].
+    /// as its receipt, in one transaction. Returns the next sequence number, only once the
+    /// batch is durable. A session whose length is not `expected_seq` gives
+    /// [`StoreError::Conflict`]; after that, or any error the backend reports before
+    /// committing, nothing of the batch is stored. (If the connection breaks while the commit
+    /// is under way, only reading the session back tells: [`StoredSession`] does so after
+    /// every failed append.)
     fn append(
         &mut self,
         context_id: &str,
@@ -622,16 +625,17 @@ pub struct StoredSession<S: Store> {
     policy: SnapshotPolicy,
 }
 
-/// A fingerprint of a session's configuration: blake3 of the empty session's state.
+/// A fingerprint of a session's configuration: blake3 of the empty session's state, in
+/// canonical JSON (sorted keys, so that map order never changes it), and of this version.
 fn fingerprint_of(template: &Session) -> Result<String, StoreError> {
-    let state = serde_json::to_vec(template).map_err(|e| StoreError::Corrupt {
+    let state = serde_json::to_value(template).map_err(|e| StoreError::Corrupt {
         context_id: String::new(),
         message: format!("session configuration cannot be serialised: {e}"),
     })?;
     let mut hasher = blake3::Hasher::new();
     hasher.update(env!("CARGO_PKG_VERSION").as_bytes());
     hasher.update(b"\0");
-    hasher.update(&state);
+    hasher.update(crate::ir::canonical_json(&state).as_bytes());
     Ok(hasher.finalize().to_hex().to_string())
 }
 
@@ -671,28 +675,21 @@ impl<S: Store> StoredSession<S> {
 
     /// Rebuilds the in-memory session from the store: newest snapshot, then the items after it.
     fn reload(&mut self) -> Result<(), StoreError> {
+        self.in_sync = false;
         let snapshot = self
             .store
             .load_snapshot(&self.context_id, &self.fingerprint)?;
+        // A snapshot that does not hold what it says is ignored like an unreadable one: it is
+        // a cache of what the items say, and the items are replayed instead.
         let (seq, session) = match snapshot {
             Some(s) if s.session.items().len() as u64 == s.seq => (s.seq, s.session),
-            Some(s) => {
-                return Err(StoreError::Corrupt {
-                    context_id: self.context_id.clone(),
-                    message: format!(
-                        "snapshot says it covers {} items but holds {}",
-                        s.seq,
-                        s.session.items().len()
-                    ),
-                });
-            }
-            None => (0, self.template.clone()),
+            _ => (0, self.template.clone()),
         };
         self.session = session;
         self.snapshot_seq = seq;
         self.format = self.store.info(&self.context_id)?.and_then(|i| i.format);
+        self.catch_up()?;
         self.in_sync = true;
-        self.refresh()?;
         Ok(())
     }
 
@@ -703,11 +700,17 @@ impl<S: Store> StoredSession<S> {
     /// Catches up with items other writers appended since this session last read the store.
     /// Returns how many items were read.
     pub fn refresh(&mut self) -> Result<u64, StoreError> {
-        if !self.in_sync {
+        if self.in_sync {
+            self.catch_up()
+        } else {
             let before = self.synced_len;
             self.reload()?;
-            return Ok(self.len().saturating_sub(before));
+            Ok(self.len().saturating_sub(before))
         }
+    }
+
+    /// Replays the stored items after the in-memory session's last one.
+    fn catch_up(&mut self) -> Result<u64, StoreError> {
         let from = self.len();
         let items = self.store.items(&self.context_id, from)?;
         let count = items.len() as u64;
@@ -717,12 +720,14 @@ impl<S: Store> StoredSession<S> {
         if self.format.is_none() {
             self.format = self.store.info(&self.context_id)?.and_then(|i| i.format);
         }
-        self.session
-            .extend(items)
-            .map_err(|e| StoreError::Corrupt {
+        if let Err(e) = self.session.extend(items) {
+            self.in_sync = false;
+            self.synced_len = from;
+            return Err(StoreError::Corrupt {
                 context_id: self.context_id.clone(),
                 message: format!("stored items from sequence {from} do not replay: {e}"),
-            })?;
+            });
+        }
         Ok(count)
     }
 

@@ -79,7 +79,13 @@ pub fn events(events: usize, seed: u64) -> Vec<Value> {
             let ok = rng.below(4) != 0;
             json!({"id": id, "type": "command_run", "timestamp": ts, "parent_id": parent, "command": format!("cargo test -p crate_{}", rng.below(5)), "exit_code": if ok { 0 } else { 101 }})
         } else if roll < 78 && n > 0 {
-            let cause = out.iter().rev().take(20).find(|e| e["type"] == "command_run").and_then(|e| e["id"].as_str()).map(str::to_owned);
+            let cause = out
+                .iter()
+                .rev()
+                .take(20)
+                .find(|e| e["type"] == "command_run")
+                .and_then(|e| e["id"].as_str())
+                .map(str::to_owned);
             json!({"id": id, "type": "error", "timestamp": ts, "parent_id": parent, "message": "test failed: assertion left == right", "related_to": cause})
         } else if roll < 84 {
             let d = json!({"id": id, "type": "decision", "timestamp": ts, "parent_id": parent, "content": format!("Try approach {}", rng.below(30))});

@@ -11,16 +11,21 @@ use serde_json::{Value, json};
 /// A deterministic random chat: lookups repeated (same or changed results), bulky JSON lists,
 /// long logs, and state declarations.
 fn session(seed: u64, turns: usize) -> Vec<Value> {
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     let mut next = move |n: u64| {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
         x % n.max(1)
     };
-    let mut messages = vec![json!({"role": "system", "content": "You are a support agent. Follow the policy."})];
+    let mut messages =
+        vec![json!({"role": "system", "content": "You are a support agent. Follow the policy."})];
     for t in 0..turns {
-        messages.push(json!({"role": "user", "content": format!("Request {t}: check order {}", next(4))}));
+        messages.push(
+            json!({"role": "user", "content": format!("Request {t}: check order {}", next(4))}),
+        );
         let tool = ["get_order", "list_flights", "read_log"][next(3) as usize];
         let arg = next(3);
         let id = format!("call_{t}");
@@ -38,7 +43,10 @@ fn session(seed: u64, turns: usize) -> Vec<Value> {
         };
         messages.push(json!({"role": "tool", "tool_call_id": id, "content": output}));
         let state = if next(3) == 0 {
-            format!("<contextgc-state>{{\"assert\": {{\"order\": \"{}\"}}}}</contextgc-state>", next(4))
+            format!(
+                "<contextgc-state>{{\"assert\": {{\"order\": \"{}\"}}}}</contextgc-state>",
+                next(4)
+            )
         } else {
             String::new()
         };
@@ -49,7 +57,10 @@ fn session(seed: u64, turns: usize) -> Vec<Value> {
 
 fn options() -> Options {
     let mut options = Options::default();
-    options.chat.cache = Some(CacheModel { min_reclaim_tokens: 300, ..CacheModel::default() });
+    options.chat.cache = Some(CacheModel {
+        min_reclaim_tokens: 300,
+        ..CacheModel::default()
+    });
     options
 }
 
@@ -80,7 +91,11 @@ fn check_prefixes(messages: &[Value]) -> usize {
             assert!(steps >= *before_steps, "steps never disappear");
             if steps == *before_steps {
                 assert!(now.len() >= before.len());
-                assert_eq!(&now[..before.len()], &before[..], "prefix {k}: earlier output changed without a step");
+                assert_eq!(
+                    &now[..before.len()],
+                    &before[..],
+                    "prefix {k}: earlier output changed without a step"
+                );
             }
         }
         previous = Some((now, steps));

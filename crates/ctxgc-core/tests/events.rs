@@ -90,13 +90,19 @@ fn each_required_field_is_checked() {
             let mut broken = event.clone();
             broken.as_object_mut().unwrap().remove(&field);
             // A valid first event, so the input is recognised as a trace whatever is missing.
-            let text = jsonl(&[json!({"id": "ok", "type": "decision", "timestamp": 0, "content": "c"}), broken]);
+            let text = jsonl(&[
+                json!({"id": "ok", "type": "decision", "timestamp": 0, "content": "c"}),
+                broken,
+            ]);
             let err = lower_events(&text, &EventOptions::default())
                 .err()
                 .unwrap_or_else(|| panic!("{ty} without {field} must fail"));
             let msg = err.to_string();
             let expect = format!("field \"{field}\": missing required field");
-            assert!(msg.contains(&expect) && msg.contains("item 1"), "{ty}/{field}: {msg}");
+            assert!(
+                msg.contains(&expect) && msg.contains("item 1"),
+                "{ty}/{field}: {msg}"
+            );
         }
     }
 }
@@ -149,7 +155,9 @@ fn duplicate_ids_dangling_references_and_unknown_types() {
     );
 
     let unknown = jsonl(&[json!({"id": "u", "type": "telemetry", "timestamp": 1, "cpu": 3})]);
-    let err = compile(&unknown, &Options::default()).unwrap_err().to_string();
+    let err = compile(&unknown, &Options::default())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("unknown event type \"telemetry\""), "{err}");
     let mut options = Options::default();
     options.events.allow_unknown_types = true;
@@ -176,10 +184,20 @@ fn malformed_json_and_invalid_utf8_are_reported() {
     let err = compile("[{\"id\": \"e1\", \"type\": ]", &Options::default()).unwrap_err();
     assert!(matches!(err, Error::Json { .. }), "{err}");
     assert!(err.to_string().contains("line 1, column"), "{err}");
-    let err = compile("{\"id\":\"e1\",\"type\":\"decision\",\"timestamp\":1,\"content\":\"a\"}\n{\"id\": oops}\n", &Options::default()).unwrap_err();
-    assert!(err.to_string().starts_with("line 2: malformed JSON"), "{err}");
+    let err = compile(
+        "{\"id\":\"e1\",\"type\":\"decision\",\"timestamp\":1,\"content\":\"a\"}\n{\"id\": oops}\n",
+        &Options::default(),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().starts_with("line 2: malformed JSON"),
+        "{err}"
+    );
     let err = ctxgc_core::error::decode_utf8(b"[{\"id\": \"\xff\"}]").unwrap_err();
-    assert_eq!(err.to_string(), "input is not valid UTF-8: invalid byte at offset 9 (line 1)");
+    assert_eq!(
+        err.to_string(),
+        "input is not valid UTF-8: invalid byte at offset 9 (line 1)"
+    );
     let err = compile("42", &Options::default()).unwrap_err();
     assert!(matches!(err, Error::UnknownFormat(_)));
     let err = compile("", &Options::default()).unwrap_err();
@@ -208,12 +226,16 @@ fn all_tracegc_fixtures_compile_and_shrink() {
         assert!(out.tokens_after < out.tokens_before, "{name}");
         assert!(!out.receipts.is_empty(), "{name}");
         // Nothing retired leaks: each retired event's line is absent from the output.
-        let session = ctxgc_core::compile::compile_event_session(&text, &Options::default()).unwrap();
+        let session =
+            ctxgc_core::compile::compile_event_session(&text, &Options::default()).unwrap();
         for (i, d) in out.decisions.iter().enumerate() {
             let line = ctxgc_core::render::prompt::event_line(&session.items()[i]);
             if d.action == Action::Retire {
                 assert!(!out.output.contains(&line), "{name}: {} leaked", d.id);
-            } else if !matches!(session.items()[i].kind, ctxgc_core::Kind::EdgeInjection { .. }) {
+            } else if !matches!(
+                session.items()[i].kind,
+                ctxgc_core::Kind::EdgeInjection { .. }
+            ) {
                 assert!(out.output.contains(&line), "{name}: {} missing", d.id);
             }
         }
@@ -224,7 +246,11 @@ fn all_tracegc_fixtures_compile_and_shrink() {
 fn medium_fixtures_collapse_their_injected_cycle() {
     for (name, text) in fixtures().into_iter().filter(|(n, _)| n.contains("medium")) {
         let out = compile(&text, &Options::default()).unwrap();
-        let cyc: Vec<_> = out.decisions.iter().filter(|d| d.reason == Some(Reason::Cycle)).collect();
+        let cyc: Vec<_> = out
+            .decisions
+            .iter()
+            .filter(|d| d.reason == Some(Reason::Cycle))
+            .collect();
         assert!(cyc.len() >= 2, "{name}: the injected edge closes a cycle");
         assert!(out.output.contains("cycle collapsed"), "{name}");
     }
@@ -234,12 +260,17 @@ fn medium_fixtures_collapse_their_injected_cycle() {
 fn receipts_give_back_the_exact_bytes() {
     for (name, text) in fixtures() {
         let out = compile(&text, &Options::default()).unwrap();
-        let session = ctxgc_core::compile::compile_event_session(&text, &Options::default()).unwrap();
+        let session =
+            ctxgc_core::compile::compile_event_session(&text, &Options::default()).unwrap();
         for r in &out.receipts {
             let (raw, decision) = receipt(&text, &Options::default(), &r.id).unwrap();
             let i = session.position(&r.id).unwrap();
             assert_eq!(raw, session.items()[i].raw, "{name}/{}", r.id);
-            assert!(text.contains(&raw), "{name}/{}: raw bytes are a slice of the input", r.id);
+            assert!(
+                text.contains(&raw),
+                "{name}/{}: raw bytes are a slice of the input",
+                r.id
+            );
             assert_eq!(blake3::hash(raw.as_bytes()).to_hex().to_string(), r.hash);
             assert_eq!(decision.action, Action::Retire);
         }
@@ -265,13 +296,18 @@ fn retain_until_expires_when_the_trace_passes_it() {
             json!({"id": "e2", "type": "set_var", "timestamp": 20, "key": "x", "value": 2}),
         ];
         if late {
-            events.push(json!({"id": "e3", "type": "decision", "timestamp": 150, "content": "later"}));
+            events.push(
+                json!({"id": "e3", "type": "decision", "timestamp": 150, "content": "later"}),
+            );
         }
         jsonl(&events)
     };
     let early = compile(&trace(false), &Options::default()).unwrap();
     assert_eq!(early.decisions[0].action, Action::Keep);
-    assert_eq!(early.decisions[0].note.as_deref(), Some("protected by retention from superseded-var"));
+    assert_eq!(
+        early.decisions[0].note.as_deref(),
+        Some("protected by retention from superseded-var")
+    );
     let late = compile(&trace(true), &Options::default()).unwrap();
     assert_eq!(late.decisions[0].action, Action::Retire);
 
@@ -286,8 +322,20 @@ fn retain_until_expires_when_the_trace_passes_it() {
         }
         jsonl(&events)
     };
-    assert_eq!(compile(&by_event(false), &Options::default()).unwrap().decisions[0].action, Action::Keep);
-    assert_eq!(compile(&by_event(true), &Options::default()).unwrap().decisions[0].action, Action::Retire);
+    assert_eq!(
+        compile(&by_event(false), &Options::default())
+            .unwrap()
+            .decisions[0]
+            .action,
+        Action::Keep
+    );
+    assert_eq!(
+        compile(&by_event(true), &Options::default())
+            .unwrap()
+            .decisions[0]
+            .action,
+        Action::Retire
+    );
 }
 
 #[test]
@@ -300,13 +348,19 @@ fn tags_and_importance_protect_from_every_pass() {
     ]);
     let out = compile(&text, &Options::default()).unwrap();
     let actions: Vec<Action> = out.decisions.iter().map(|d| d.action).collect();
-    assert_eq!(actions, vec![Action::Keep, Action::Keep, Action::Retire, Action::Keep]);
+    assert_eq!(
+        actions,
+        vec![Action::Keep, Action::Keep, Action::Retire, Action::Keep]
+    );
     let mut options = Options::default();
     options.retention.protected_tags = vec!["misc".into()];
     options.retention.min_importance = 10.0;
     let out = compile(&text, &options).unwrap();
     let actions: Vec<Action> = out.decisions.iter().map(|d| d.action).collect();
-    assert_eq!(actions, vec![Action::Retire, Action::Retire, Action::Keep, Action::Keep]);
+    assert_eq!(
+        actions,
+        vec![Action::Retire, Action::Retire, Action::Keep, Action::Keep]
+    );
 }
 
 #[test]
@@ -314,8 +368,15 @@ fn stubs_cost_less_than_what_they_replace_on_generated_traces() {
     for seed in 0..5 {
         let text = ctxgc_core::synth::events_jsonl(3000, seed);
         let out = compile(&text, &Options::default()).unwrap();
-        let retired = out.decisions.iter().filter(|d| d.action == Action::Retire).count();
-        assert!(retired > 300, "seed {seed}: the generator makes dead work ({retired})");
+        let retired = out
+            .decisions
+            .iter()
+            .filter(|d| d.action == Action::Retire)
+            .count();
+        assert!(
+            retired > 300,
+            "seed {seed}: the generator makes dead work ({retired})"
+        );
         assert!(out.tokens_after < out.tokens_before, "seed {seed}");
     }
 }
@@ -362,7 +423,8 @@ fn a_session_survives_a_serde_round_trip_and_resumes() {
         session.extend(head.to_vec()).unwrap();
         session.compile();
         let stored = serde_json::to_string(&session).unwrap();
-        let mut resumed: Session = serde_json::from_str(&stored).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut resumed: Session =
+            serde_json::from_str(&stored).unwrap_or_else(|e| panic!("{name}: {e}"));
         resumed.extend(tail.to_vec()).unwrap();
         resumed.compile();
         let whole = ctxgc_core::compile::compile_event_session(&text, &Options::default()).unwrap();

@@ -1,15 +1,18 @@
 //! Applying projections: compact output without the dropped fields, one footer line, exact
 //! `expand`, determinism, and the outputs that are never trimmed.
 
+use ctxgc_core::projection::Projection;
 use ctxgc_core::projection::apply::{
     ExpandError, MemoryReceipts, Outcome, ReceiptStore, Untrimmed, expand, expand_tool,
 };
 use ctxgc_core::projection::fields::{leaves, parse_output};
-use ctxgc_core::projection::Projection;
 use serde_json::{Value, json};
 
 fn projection(drop: &[&str]) -> Projection {
-    let drop: Vec<Value> = drop.iter().map(|f| json!({"field": f, "reason": "never_used"})).collect();
+    let drop: Vec<Value> = drop
+        .iter()
+        .map(|f| json!({"field": f, "reason": "never_used"}))
+        .collect();
     Projection::from_json(
         &json!({"ctxgc_projection": 1, "rules": {"min_saving_tokens": 0}, "tools": {"search": {"drop": drop}}})
             .to_string(),
@@ -21,7 +24,11 @@ const FLIGHTS: &str = r#"[{"flight_number": "HAT069", "origin": "JFK", "status":
 
 #[test]
 fn dropped_fields_go_and_one_footer_line_says_so() {
-    let p = projection(&["[].status", "[].available_seats.basic_economy", "[].available_seats.economy"]);
+    let p = projection(&[
+        "[].status",
+        "[].available_seats.basic_economy",
+        "[].available_seats.economy",
+    ]);
     let t = p.apply("search", FLIGHTS);
     assert_eq!(t.outcome, Outcome::Trimmed);
     let (body, footer) = t.text.split_once('\n').unwrap();
@@ -31,53 +38,84 @@ fn dropped_fields_go_and_one_footer_line_says_so() {
     );
     let reference = &t.receipt.as_ref().unwrap().reference;
     // A list all of whose fields went is named once.
-    assert_eq!(footer, format!("[hidden: [].{{status,available_seats}} — expand ref \"{reference}\"]"));
+    assert_eq!(
+        footer,
+        format!("[hidden: [].{{status,available_seats}} — expand ref \"{reference}\"]")
+    );
     assert_eq!(t.hidden_values, 6);
     assert!(!footer.contains('\n'));
 }
 
 #[test]
 fn trim_then_expand_gives_back_the_original_values_exactly() {
-    let p = projection(&["[].status", "[].available_seats.economy", "[].prices.economy"]);
+    let p = projection(&[
+        "[].status",
+        "[].available_seats.economy",
+        "[].prices.economy",
+    ]);
     let t = p.apply("search", FLIGHTS);
     let mut store = MemoryReceipts::default();
     let receipt = t.receipt.clone().unwrap();
     store.put(receipt.clone()).unwrap();
     let r = receipt.reference.as_str();
     // "*" is the original text, byte for byte.
-    assert_eq!(expand(&store, &json!({"ref": r, "fields": ["*"]})).unwrap(), FLIGHTS);
+    assert_eq!(
+        expand(&store, &json!({"ref": r, "fields": ["*"]})).unwrap(),
+        FLIGHTS
+    );
     assert_eq!(expand(&store, &json!({"ref": r})).unwrap(), FLIGHTS);
     // Field paths give each hidden value under its concrete path, numbers as written.
-    let back: Value =
-        serde_json::from_str(&expand(&store, &json!({"ref": r, "fields": ["[].prices.economy", "[].status"]})).unwrap())
-            .unwrap();
+    let back: Value = serde_json::from_str(
+        &expand(
+            &store,
+            &json!({"ref": r, "fields": ["[].prices.economy", "[].status"]}),
+        )
+        .unwrap(),
+    )
+    .unwrap();
     let expected: Value = serde_json::from_str(
         r#"{"[0].prices.economy": 121.50, "[1].prices.economy": 100, "[0].status": "available", "[1].status": "available"}"#,
     )
     .unwrap();
     assert_eq!(back, expected);
-    assert!(back.to_string().contains("121.50"), "the number keeps its text");
+    assert!(
+        back.to_string().contains("121.50"),
+        "the number keeps its text"
+    );
     // Every hidden leaf comes back equal to the original's, whichever way it is asked for.
     let original = parse_output(FLIGHTS);
     for leaf in leaves(&original) {
         if t.removed.contains(&leaf.path) {
             let one: Value = serde_json::from_str(
-                &expand(&store, &json!({"ref": r, "fields": [leaf.concrete.clone()]})).unwrap(),
+                &expand(
+                    &store,
+                    &json!({"ref": r, "fields": [leaf.concrete.clone()]}),
+                )
+                .unwrap(),
             )
             .unwrap();
             assert_eq!(Some(&one[&leaf.concrete]), leaf.value, "{}", leaf.concrete);
         }
     }
     // The footer's grouped form is accepted as it is written.
-    let grouped: Value =
-        serde_json::from_str(&expand(&store, &json!({"ref": r, "fields": "[].{status,prices}"})).unwrap()).unwrap();
+    let grouped: Value = serde_json::from_str(
+        &expand(&store, &json!({"ref": r, "fields": "[].{status,prices}"})).unwrap(),
+    )
+    .unwrap();
     assert_eq!(grouped["[1].status"], "available");
-    assert_eq!(grouped["[1].prices"], json!({"basic_economy": 87, "economy": 100}));
+    assert_eq!(
+        grouped["[1].prices"],
+        json!({"basic_economy": 87, "economy": 100})
+    );
 }
 
 #[test]
 fn expand_errors_say_what_to_do() {
-    let p = projection(&["[].status", "[].available_seats.economy", "[].available_seats.basic_economy"]);
+    let p = projection(&[
+        "[].status",
+        "[].available_seats.economy",
+        "[].available_seats.basic_economy",
+    ]);
     let t = p.apply("search", FLIGHTS);
     let mut store = MemoryReceipts::default();
     let r = t.receipt.clone().unwrap().reference;
@@ -108,23 +146,42 @@ fn trimming_is_deterministic() {
 #[test]
 fn errors_are_never_trimmed_and_unknown_tools_only_compacted() {
     let p = projection(&["(text)", "error"]);
-    let t = p.apply("search", "Error: payment amount does not add up, total price is 305");
-    assert_eq!((t.outcome, t.untrimmed), (Outcome::AsIs, Some(Untrimmed::Failure)));
+    let t = p.apply(
+        "search",
+        "Error: payment amount does not add up, total price is 305",
+    );
+    assert_eq!(
+        (t.outcome, t.untrimmed),
+        (Outcome::AsIs, Some(Untrimmed::Failure))
+    );
     let t = p.apply_flagged("search", r#"{"detail": "x"}"#, true);
     assert_eq!(t.untrimmed, Some(Untrimmed::Failure));
     let t = p.apply("other", r#"{"a": 1,  "b": [1, 2]}"#);
-    assert_eq!((t.outcome, t.text.as_str()), (Outcome::Compacted, r#"{"a":1,"b":[1,2]}"#));
+    assert_eq!(
+        (t.outcome, t.text.as_str()),
+        (Outcome::Compacted, r#"{"a":1,"b":[1,2]}"#)
+    );
     assert_eq!(t.untrimmed, Some(Untrimmed::UnknownTool));
     let t = p.apply("other", "plain text stays as it is");
-    assert_eq!((t.outcome, t.text.as_str()), (Outcome::AsIs, "plain text stays as it is"));
+    assert_eq!(
+        (t.outcome, t.text.as_str()),
+        (Outcome::AsIs, "plain text stays as it is")
+    );
 }
 
 #[test]
 fn a_whole_text_output_dropped_by_a_person_leaves_only_the_footer() {
     let p = projection(&["(text)"]);
-    let t = p.apply("search", "File created: /tmp/a.py (1 line). Nothing else to report here.");
+    let t = p.apply(
+        "search",
+        "File created: /tmp/a.py (1 line). Nothing else to report here.",
+    );
     assert_eq!(t.outcome, Outcome::Trimmed);
-    assert!(t.text.starts_with("[hidden: the whole output — expand ref"), "{}", t.text);
+    assert!(
+        t.text.starts_with("[hidden: the whole output — expand ref"),
+        "{}",
+        t.text
+    );
 }
 
 #[test]
@@ -148,15 +205,25 @@ fn json_inside_a_string_is_trimmed_inside_and_stays_a_string() {
     let out = r#"{"error": "", "response": "{'results': [{'title': 'A', 'snippet': 'a long snippet of text that goes on about widgets and gadgets for quite a while'}, {'title': 'B', 'snippet': 'another long snippet of text about the very same widgets, gadgets and gizmos'}]}"}"#;
     let t = p.apply("seo", out);
     let body: Value = serde_json::from_str(t.text.lines().next().unwrap()).unwrap();
-    assert_eq!(body["response"], json!(r#"{"results":[{"title":"A"},{"title":"B"}]}"#));
+    assert_eq!(
+        body["response"],
+        json!(r#"{"results":[{"title":"A"},{"title":"B"}]}"#)
+    );
 }
 
 #[test]
 fn the_store_keeps_the_most_recent_and_the_expand_tool_is_described() {
-    let p = projection(&["[].status", "[].available_seats.economy", "[].available_seats.basic_economy"]);
+    let p = projection(&[
+        "[].status",
+        "[].available_seats.economy",
+        "[].available_seats.basic_economy",
+    ]);
     let mut store = MemoryReceipts::with_capacity(1);
     let first = p.apply("search", FLIGHTS).receipt.unwrap();
-    let second = p.apply("search", &FLIGHTS.replace("HAT069", "HAT070")).receipt.unwrap();
+    let second = p
+        .apply("search", &FLIGHTS.replace("HAT069", "HAT070"))
+        .receipt
+        .unwrap();
     store.put(first.clone()).unwrap();
     store.put(second.clone()).unwrap();
     assert_eq!(store.len(), 1);

@@ -37,7 +37,11 @@ fn counts(runs: &[Run]) -> Counts {
 }
 
 fn learned(runs: &[Run]) -> Projection {
-    Projection::learn(&counts(runs), &LearnOptions::default(), Tokenizer::default())
+    Projection::learn(
+        &counts(runs),
+        &LearnOptions::default(),
+        Tokenizer::default(),
+    )
 }
 
 fn fields(list: &[ctxgc_core::projection::learn::FieldDecision]) -> Vec<&str> {
@@ -54,7 +58,10 @@ fn unused_fields_are_dropped_with_their_counts() {
     let d = t.drop.iter().find(|d| d.field == "created_by").unwrap();
     assert_eq!((d.seen, d.used, d.reason), (4, 0, FieldReason::NeverUsed));
     let price = t.keep.iter().find(|d| d.field == "price").unwrap();
-    assert_eq!((price.seen, price.used, price.reason), (4, 4, FieldReason::Used));
+    assert_eq!(
+        (price.seen, price.used, price.reason),
+        (4, 4, FieldReason::Used)
+    );
     assert_eq!((t.calls, t.runs), (4, 4));
 }
 
@@ -62,13 +69,28 @@ fn unused_fields_are_dropped_with_their_counts() {
 fn identifying_fields_are_kept_even_unused() {
     let p = learned(&runs(4));
     let t = &p.tools["get_reservation"];
-    for field in ["reservation_id", "passengers[].first_name", "passengers[].last_name"] {
-        let d = t.keep.iter().find(|d| d.field == field).unwrap_or_else(|| panic!("{field} kept"));
+    for field in [
+        "reservation_id",
+        "passengers[].first_name",
+        "passengers[].last_name",
+    ] {
+        let d = t
+            .keep
+            .iter()
+            .find(|d| d.field == field)
+            .unwrap_or_else(|| panic!("{field} kept"));
         assert_eq!(d.reason, FieldReason::Identifying, "{field}");
-        assert_eq!(d.used, 0, "{field} is unused, kept for identifying a record");
+        assert_eq!(
+            d.used, 0,
+            "{field} is unused, kept for identifying a record"
+        );
     }
     // By value: `seat_code` names nothing by its key but its values look like codes.
-    let seat = t.keep.iter().find(|d| d.field == "passengers[].seat_code").unwrap();
+    let seat = t
+        .keep
+        .iter()
+        .find(|d| d.field == "passengers[].seat_code")
+        .unwrap();
     assert_eq!(seat.reason, FieldReason::Identifying);
     // Switched off, they go like any unused field.
     let off = Projection::learn(
@@ -87,7 +109,11 @@ fn fields_seen_too_rarely_are_kept() {
     let p = learned(&runs(2));
     let t = &p.tools["get_reservation"];
     assert!(t.drop.is_empty(), "2 calls are fewer than min_calls = 3");
-    assert!(t.keep.iter().any(|d| d.reason == FieldReason::TooFewObservations));
+    assert!(
+        t.keep
+            .iter()
+            .any(|d| d.reason == FieldReason::TooFewObservations)
+    );
 }
 
 #[test]
@@ -123,7 +149,12 @@ fn a_field_sometimes_empty_sometimes_holding_fields_is_judged_by_its_fields() {
         } else {
             json!([])
         };
-        run.push_call("order", json!({}), json!({"id": "A1", "fulfilments": fulfil}).to_string(), None);
+        run.push_call(
+            "order",
+            json!({}),
+            json!({"id": "A1", "fulfilments": fulfil}).to_string(),
+            None,
+        );
         run.push_message("ok", None);
         rs.push(run);
     }
@@ -137,7 +168,10 @@ fn a_field_sometimes_empty_sometimes_holding_fields_is_judged_by_its_fields() {
             "tools": {"order": {"drop": [{"field": "fulfilments", "reason": "never_used"}]}}}"#,
     )
     .unwrap();
-    let full = edited.apply("order", r#"{"id": "A1", "fulfilments": [{"tracking": "TRK998877"}]}"#);
+    let full = edited.apply(
+        "order",
+        r#"{"id": "A1", "fulfilments": [{"tracking": "TRK998877"}]}"#,
+    );
     assert!(full.text.contains("TRK998877"));
 }
 
@@ -148,7 +182,10 @@ fn reviewed_edits_are_respected() {
     let tool = &mut file["tools"]["get_reservation"];
     // A person keeps `created_by` (moves it out of `drop`) and drops `price` by hand
     // (moves it from `keep` to `drop`).
-    tool["keep"].as_array_mut().unwrap().retain(|d| d["field"] != "price");
+    tool["keep"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|d| d["field"] != "price");
     let drop = tool["drop"].as_array_mut().unwrap();
     drop.retain(|d| d["field"] != "created_by");
     drop.push(json!({"field": "price"}));

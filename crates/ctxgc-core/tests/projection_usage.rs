@@ -4,8 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use ctxgc_core::projection::usage::{UsageOptions, detect_usage};
 use ctxgc_core::projection::Run;
+use ctxgc_core::projection::usage::{UsageOptions, detect_usage};
 use serde_json::{Value, json};
 
 /// The fields of `output` used when the agent later writes `message`.
@@ -31,8 +31,14 @@ fn set(items: &[&str]) -> BTreeSet<String> {
 #[test]
 fn case_and_whitespace_are_normalised() {
     let out = r#"{"city": "New   York", "street": "975 Sunset Drive"}"#;
-    assert_eq!(used_by_message(out, "You live in NEW YORK."), set(&["city"]));
-    assert_eq!(used_by_message(out, "at 975\nsunset  drive"), set(&["street"]));
+    assert_eq!(
+        used_by_message(out, "You live in NEW YORK."),
+        set(&["city"])
+    );
+    assert_eq!(
+        used_by_message(out, "at 975\nsunset  drive"),
+        set(&["street"])
+    );
 }
 
 #[test]
@@ -53,14 +59,24 @@ fn number_formats_are_normalised() {
     );
     // Trailing zeros of a calculator's answer.
     let mut run = Run::new("r");
-    run.push_call("calculate", json!({"expression": "152 + 103"}), "255.0", None);
+    run.push_call(
+        "calculate",
+        json!({"expression": "152 + 103"}),
+        "255.0",
+        None,
+    );
     run.push_message("The total is $255.", None);
-    assert!(detect_usage(&run, &UsageOptions::default())[0].used.contains("(text)"));
+    assert!(
+        detect_usage(&run, &UsageOptions::default())[0]
+            .used
+            .contains("(text)")
+    );
 }
 
 #[test]
 fn dates_in_common_formats_are_normalised() {
-    let out = r#"{"departure": "2024-05-20", "created_at": "2024-05-15T15:00:00", "dob": "1990-04-05"}"#;
+    let out =
+        r#"{"departure": "2024-05-20", "created_at": "2024-05-15T15:00:00", "dob": "1990-04-05"}"#;
     for (message, field) in [
         ("You fly on May 20, 2024.", "departure"),
         ("You fly on 5/20/2024.", "departure"),
@@ -91,7 +107,10 @@ fn a_value_inside_a_longer_string_counts() {
     );
     // Arguments nested at any depth count.
     assert_eq!(
-        used_by_call(out, json!({"flights": [{"flight_number": "HAT136", "date": "x"}]})),
+        used_by_call(
+            out,
+            json!({"flights": [{"flight_number": "HAT136", "date": "x"}]})
+        ),
         set(&["flights[].flight_number"])
     );
 }
@@ -112,7 +131,11 @@ fn a_list_joined_into_text_counts() {
 fn short_numbers_and_common_words_do_not_match_by_accident() {
     let out = r#"{"seats": 12, "bags": 2, "status": "available", "insurance": "no", "ok": true}"#;
     assert!(
-        used_by_message(out, "There are 12 seats available, no insurance, 2 bags, ok.").is_empty()
+        used_by_message(
+            out,
+            "There are 12 seats available, no insurance, 2 bags, ok."
+        )
+        .is_empty()
     );
 }
 
@@ -159,11 +182,17 @@ fn calls_of_the_same_turn_do_not_use_each_other() {
     let t = run.push_call("search", json!({}), r#"{"id": "HAT136X"}"#, Some(0));
     run.push_call("book", json!({"flight": "HAT136X"}), "{}", Some(t));
     let same_turn = detect_usage(&run, &UsageOptions::default());
-    assert!(same_turn[0].used.is_empty(), "a sibling's arguments were written before the output");
+    assert!(
+        same_turn[0].used.is_empty(),
+        "a sibling's arguments were written before the output"
+    );
     let mut run = Run::new("r");
     run.push_call("search", json!({}), r#"{"id": "HAT136X"}"#, Some(0));
     run.push_call("book", json!({"flight": "HAT136X"}), "{}", Some(1));
-    assert_eq!(detect_usage(&run, &UsageOptions::default())[0].used, set(&["id"]));
+    assert_eq!(
+        detect_usage(&run, &UsageOptions::default())[0].used,
+        set(&["id"])
+    );
 }
 
 #[test]
@@ -171,8 +200,17 @@ fn text_written_before_the_output_is_no_evidence() {
     let mut run = Run::new("r");
     // The agent names the flight in the same turn as the call, before the output exists.
     let t = run.push_message("Let me look up HAT136X.", Some(0));
-    run.push_call("search", json!({}), r#"{"id": "HAT136X", "gate": "B12"}"#, Some(t));
-    assert!(detect_usage(&run, &UsageOptions::default())[0].used.is_empty());
+    run.push_call(
+        "search",
+        json!({}),
+        r#"{"id": "HAT136X", "gate": "B12"}"#,
+        Some(t),
+    );
+    assert!(
+        detect_usage(&run, &UsageOptions::default())[0]
+            .used
+            .is_empty()
+    );
 }
 
 #[test]
@@ -180,15 +218,25 @@ fn user_text_after_the_output_is_not_the_agent_using_it() {
     let mut run = Run::new("r");
     run.push_call("search", json!({}), r#"{"gate": "B12X"}"#, None);
     run.push_user("Is it gate B12X?");
-    assert!(detect_usage(&run, &UsageOptions::default())[0].used.is_empty());
+    assert!(
+        detect_usage(&run, &UsageOptions::default())[0]
+            .used
+            .is_empty()
+    );
 }
 
 #[test]
 fn json_inside_a_string_is_read_field_by_field() {
     let out = r#"{"error": "", "response": "{\"results\": [{\"title\": \"Quantum widgets explained\", \"views\": 48213}]}"}"#;
     assert_eq!(
-        used_by_message(out, "The top result, Quantum widgets explained, has 48,213 views."),
-        set(&["response<json>.results[].title", "response<json>.results[].views"])
+        used_by_message(
+            out,
+            "The top result, Quantum widgets explained, has 48,213 views."
+        ),
+        set(&[
+            "response<json>.results[].title",
+            "response<json>.results[].views"
+        ])
     );
     let python = r#"{"error": "", "response": "{'results': [{'title': 'Quantum widgets explained', 'views': 48213}]}"}"#;
     assert_eq!(
@@ -200,6 +248,12 @@ fn json_inside_a_string_is_read_field_by_field() {
 #[test]
 fn long_text_counts_when_quoted_in_part() {
     let out = "Traceback (most recent call last): File app.py line 12 in main raise ValueError invalid literal for int with base 10";
-    assert!(used_by_message(out, "The error says: raise ValueError invalid literal for int.").contains("(text)"));
+    assert!(
+        used_by_message(
+            out,
+            "The error says: raise ValueError invalid literal for int."
+        )
+        .contains("(text)")
+    );
     assert!(used_by_message(out, "There was an error.").is_empty());
 }

@@ -7,8 +7,19 @@ use proptest::prelude::*;
 
 fn event_strategy() -> impl Strategy<Value = serde_json::Value> {
     let ty = prop::sample::select(vec![
-        "set_var", "tool_call", "tool_result", "abandon", "decision", "file_read", "file_edit",
-        "command_run", "test_run", "error", "edge_injection", "verification", "mystery",
+        "set_var",
+        "tool_call",
+        "tool_result",
+        "abandon",
+        "decision",
+        "file_read",
+        "file_edit",
+        "command_run",
+        "test_run",
+        "error",
+        "edge_injection",
+        "verification",
+        "mystery",
     ]);
     let id = 0u8..12;
     let field_value = prop_oneof![
@@ -20,10 +31,31 @@ fn event_strategy() -> impl Strategy<Value = serde_json::Value> {
     ];
     let fields = prop::collection::btree_map(
         prop::sample::select(vec![
-            "key", "value", "tool_name", "arguments", "call_id", "result", "ref_to", "content",
-            "path", "diff_hash", "command", "exit_code", "test_names", "passed_count",
-            "failed_count", "message", "related_to", "parent_id", "src", "dst", "passed",
-            "importance", "tags", "retain_until", "supersedes",
+            "key",
+            "value",
+            "tool_name",
+            "arguments",
+            "call_id",
+            "result",
+            "ref_to",
+            "content",
+            "path",
+            "diff_hash",
+            "command",
+            "exit_code",
+            "test_names",
+            "passed_count",
+            "failed_count",
+            "message",
+            "related_to",
+            "parent_id",
+            "src",
+            "dst",
+            "passed",
+            "importance",
+            "tags",
+            "retain_until",
+            "supersedes",
         ]),
         field_value,
         0..6,

@@ -1,9 +1,11 @@
 //! `ctxgc compile [FILE|-]`
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
-use serde_json::json;
+use ctxgc_core::{Compiled, Format};
+use serde_json::{Value, json};
 
 use crate::Failure;
 use crate::input::{CompileOptions, read_input};
@@ -13,7 +15,9 @@ use crate::input::{CompileOptions, read_input};
 pub struct CompileArgs {
     /// The trace or transcript (stdin when absent or `-`).
     pub file: Option<PathBuf>,
-    /// Print one JSON object: output, tokens, decisions, receipts.
+    /// Print one JSON object: output, tokens, decisions, receipts (for chats also the
+    /// register, declarations, orphan check and tokens per payload; for JSONL records one
+    /// object per line).
     #[arg(long)]
     pub json: bool,
     /// Print the plan only (decisions), not the output.
@@ -23,10 +27,41 @@ pub struct CompileArgs {
     pub options: CompileOptions,
 }
 
+fn to_json<T: serde::Serialize>(value: &T) -> Result<Value, Failure> {
+    serde_json::to_value(value).map_err(|e| Failure::Input(e.to_string()))
+}
+
+/// A compiled chat as JSON, its output (a message list) as JSON rather than as a string.
+pub fn chat_json(compiled: &Compiled) -> Result<Value, Failure> {
+    let mut value = to_json(compiled)?;
+    if compiled.format != Format::Events
+        && let Some(map) = value.as_object_mut()
+        && let Ok(output) = serde_json::from_str::<Value>(&compiled.output)
+    {
+        map.insert("output".into(), output);
+    }
+    Ok(value)
+}
+
+/// Writes to stdout; a reader that went away (`| head`) ends the output quietly.
+fn emit(text: &str) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}
+
+fn print_pretty(value: &Value) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| Failure::Input(e.to_string()))?;
+    emit(&format!("{text}\n"))
+}
+
 /// Runs `ctxgc compile`.
 pub fn run(args: CompileArgs) -> Result<(), Failure> {
-    let text = read_input(args.file.as_ref())?;
+    // Usage errors come before reading the input.
     let options = args.options.to_options()?;
+    let text = read_input(args.file.as_ref())?;
     let compiled = ctxgc_core::compile(&text, &options)?;
     for w in &compiled.warnings {
         eprintln!("ctxgc: warning: {w}");
@@ -38,17 +73,23 @@ pub fn run(args: CompileArgs) -> Result<(), Failure> {
             "tokens_after": compiled.tokens_after,
             "decisions": compiled.decisions,
         });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&plan).map_err(|e| Failure::Input(e.to_string()))?
-        );
+        print_pretty(&plan)?;
+    } else if args.json && !compiled.records.is_empty() {
+        // One report per record and line, like the input.
+        for record in &compiled.records {
+            let mut value = chat_json(&record.compiled)?;
+            if let Some(map) = value.as_object_mut() {
+                map.insert("id".into(), Value::String(record.id.clone()));
+                map.insert("line".into(), Value::from(record.line));
+            }
+            emit(&format!("{value}\n"))?;
+        }
     } else if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&compiled).map_err(|e| Failure::Input(e.to_string()))?
-        );
+        print_pretty(&chat_json(&compiled)?)?;
+    } else if compiled.format == Format::Events || compiled.output.ends_with('\n') {
+        emit(&compiled.output)?;
     } else {
-        print!("{}", compiled.output);
+        emit(&format!("{}\n", compiled.output))?;
     }
     Ok(())
 }

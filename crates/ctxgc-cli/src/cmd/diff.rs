@@ -21,8 +21,9 @@ pub struct DiffArgs {
 
 /// Runs `ctxgc diff`.
 pub fn run(args: DiffArgs) -> Result<(), Failure> {
-    let text = read_input(args.file.as_ref())?;
+    // Usage errors come before reading the input.
     let options = args.options.to_options()?;
+    let text = read_input(args.file.as_ref())?;
     let (before, after) = ctxgc_core::compile::before_after(&text, &options)?;
     let diff = similar::TextDiff::from_lines(&before, &after);
     print!(

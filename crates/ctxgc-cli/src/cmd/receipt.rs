@@ -25,8 +25,9 @@ pub struct ReceiptArgs {
 
 /// Runs `ctxgc receipt`.
 pub fn run(args: ReceiptArgs) -> Result<(), Failure> {
+    let options = args.options.to_options()?;
     let text = read_input(Some(&args.file))?;
-    let (raw, decision) = ctxgc_core::receipt(&text, &args.options.to_options()?, &args.id)?;
+    let (raw, decision) = ctxgc_core::receipt(&text, &options, &args.id)?;
     if args.json {
         let out = json!({"id": args.id, "original": raw, "decision": decision});
         println!(

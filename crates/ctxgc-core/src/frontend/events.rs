@@ -488,7 +488,10 @@ fn run(
 ) -> Kind {
     let mut rest = f.map.clone();
     // What was run is compared through its normalised identity, everything else exactly.
-    for c in COMMON.iter().chain(&["command", "test_names", "content", "target"]) {
+    for c in COMMON
+        .iter()
+        .chain(&["command", "test_names", "content", "target"])
+    {
         rest.remove(*c);
     }
     let signature = format!("{identity}\u{1e}{}", canonical_json(&Value::Object(rest)));

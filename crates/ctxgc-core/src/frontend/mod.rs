@@ -143,6 +143,14 @@ fn detect_document(doc: &str) -> Result<Detected, Error> {
                     records: false,
                 });
             }
+            if map.contains_key("kind") {
+                // A one-line tracetrim trace.
+                return Ok(Detected {
+                    format: Format::Tracetrim,
+                    layout: Layout::Lines,
+                    records: false,
+                });
+            }
             Err(Error::UnknownFormat(
                 "a JSON object without an `events`, `messages` or `input` array".into(),
             ))

@@ -41,7 +41,16 @@ use crate::ir::{Block, Call, Item, Kind, Message, Role, ToolOutput};
 
 /// Fields each event kind reads; the rest are kept in the item's `extra`.
 const KNOWN: [&str; 10] = [
-    "kind", "text", "tool", "arguments", "output", "turn", "id", "is_error", "role", "call_id",
+    "kind",
+    "text",
+    "tool",
+    "arguments",
+    "output",
+    "turn",
+    "id",
+    "is_error",
+    "role",
+    "call_id",
 ];
 
 /// One validated event.
@@ -165,7 +174,9 @@ fn read_line(
             let tool = string_field(&map, index, "tool", problems);
             let arguments = match map.get("arguments") {
                 None | Some(Value::Null) => Value::Object(Map::new()),
-                Some(Value::String(s)) => serde_json::from_str(s).unwrap_or(Value::String(s.clone())),
+                Some(Value::String(s)) => {
+                    serde_json::from_str(s).unwrap_or(Value::String(s.clone()))
+                }
                 Some(other) => other.clone(),
             };
             let output = match map.get("output") {
@@ -355,11 +366,17 @@ pub fn lower_tracetrim(text: &str) -> Result<Vec<Item>, Error> {
                     _ => unreachable!("matched above"),
                 };
                 let n = items.len();
-                items.push(item(n, line.raw, role, vec![Block::Text { text }], line.extra));
+                items.push(item(
+                    n,
+                    line.raw,
+                    role,
+                    vec![Block::Text { text }],
+                    line.extra,
+                ));
             }
             Event::Agent { .. } | Event::Call { .. } => {
-                let same_turn = line.turn.is_some()
-                    && group.last().is_some_and(|g| g.turn == line.turn);
+                let same_turn =
+                    line.turn.is_some() && group.last().is_some_and(|g| g.turn == line.turn);
                 if !same_turn {
                     flush(&mut group, &mut items);
                 }

@@ -119,7 +119,10 @@ mod tests {
             assert!(out.retired(id, Reason::DeadBranch, &["ab"]), "{id}");
         }
         assert!(out.kept("root") && out.kept("b1"));
-        assert!(out.output.contains("[receipts a1 a2 ab: inside branch abandoned by ab]"));
+        assert!(
+            out.output
+                .contains("[receipts a1 a2 ab: inside branch abandoned by ab]")
+        );
     }
 
     #[test]
@@ -141,6 +144,9 @@ mod tests {
             json!({"id": "ab", "type": "abandon", "ref_to": ["a1"]}),
         ]);
         assert!(out.kept("a2"));
-        assert_eq!(out.of("a2").note.as_deref(), Some("protected by retention from dead-branch"));
+        assert_eq!(
+            out.of("a2").note.as_deref(),
+            Some("protected by retention from dead-branch")
+        );
     }
 }

@@ -287,6 +287,9 @@ pub(crate) mod testing {
             })
             .collect();
         let out = compile(&text, &Options::default()).expect("test trace compiles");
-        Outcome { decisions: out.decisions, output: out.output }
+        Outcome {
+            decisions: out.decisions,
+            output: out.output,
+        }
     }
 }

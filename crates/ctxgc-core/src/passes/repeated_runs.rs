@@ -113,7 +113,10 @@ mod tests {
             json!({"id": "v2", "type": "verification", "content": "api up", "passed": true}),
         ]);
         assert!(out.kept("t1") && out.kept("t2"));
-        assert!(out.kept("f1") && out.kept("f2"), "failures are never retired here");
+        assert!(
+            out.kept("f1") && out.kept("f2"),
+            "failures are never retired here"
+        );
         assert!(out.retired("v1", Reason::RepeatedRun, &["v2"]));
     }
 }

@@ -65,7 +65,13 @@ impl Pass for SupersededVars {
                 match self.keys.get_mut(key) {
                     Some(history) => history.members.push(i),
                     None => {
-                        self.keys.insert(key.to_owned(), KeyHistory { members: vec![i], live: None });
+                        self.keys.insert(
+                            key.to_owned(),
+                            KeyHistory {
+                                members: vec![i],
+                                live: None,
+                            },
+                        );
                     }
                 }
                 dirty.insert(key);
@@ -109,7 +115,10 @@ mod tests {
         assert!(out.retired("e1", Reason::SupersededVar, &["e4"]));
         assert!(out.retired("e3", Reason::SupersededVar, &["e4"]));
         assert!(out.kept("e2") && out.kept("e4"));
-        assert!(out.output.starts_with("[receipts e1 e3: superseded by e4]\n"));
+        assert!(
+            out.output
+                .starts_with("[receipts e1 e3: superseded by e4]\n")
+        );
     }
 
     #[test]

@@ -20,14 +20,14 @@
 //! use serde_json::json;
 //! let p = Projection::from_json(r#"{"ctxgc_projection": 1, "rules": {"min_saving_tokens": 0},
 //!     "tools": {"get": {"drop": [{"field": "notes"}]}}}"#).unwrap();
-//! let raw = r#"{"id": "A1", "notes": "a long note nobody reads again"}"#;
+//! let raw = r#"{"id": "A1", "notes": "a long note that nobody reads again, about how the parcel was wrapped, weighed and labelled twice"}"#;
 //! let trimmed = p.apply("get", raw);
 //! assert!(trimmed.text.starts_with(r#"{"id":"A1"}"#));
 //! let mut store = MemoryReceipts::default();
 //! let reference = trimmed.receipt.clone().unwrap().reference;
 //! store.put(trimmed.receipt.unwrap()).unwrap();
 //! let back = expand(&store, &json!({"ref": reference, "fields": ["notes"]})).unwrap();
-//! assert_eq!(back, r#"{"notes":"a long note nobody reads again"}"#);
+//! assert_eq!(back, r#"{"notes":"a long note that nobody reads again, about how the parcel was wrapped, weighed and labelled twice"}"#);
 //! assert_eq!(expand(&store, &json!({"ref": reference, "fields": ["*"]})).unwrap(), raw);
 //! ```
 
@@ -37,9 +37,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::counts::{compact_output, is_failure};
-use super::fields::{
-    self, Node, OPAQUE_FIELD, Output, Segment, is_keyed_by_data, push_general,
-};
+use super::fields::{self, Node, OPAQUE_FIELD, Output, Segment, is_keyed_by_data, push_general};
 use super::learn::Projection;
 
 /// The name of the tool that gives hidden fields back.
@@ -136,8 +134,15 @@ fn grouped(hidden: &[String]) -> Vec<String> {
     for path in hidden {
         let (parent, key) = match fields::last_key(path) {
             // Only plain `parent.key` paths are grouped; lists, maps and quoted keys stay whole.
-            Some(key) if path.ends_with(key) && path.len() > key.len() + 1 && path[..path.len() - key.len()].ends_with('.') => {
-                (path[..path.len() - key.len() - 1].to_owned(), key.to_owned())
+            Some(key)
+                if path.ends_with(key)
+                    && path.len() > key.len() + 1
+                    && path[..path.len() - key.len()].ends_with('.') =>
+            {
+                (
+                    path[..path.len() - key.len() - 1].to_owned(),
+                    key.to_owned(),
+                )
             }
             _ => (String::new(), path.clone()),
         };
@@ -214,7 +219,14 @@ impl Removal<'_> {
                     let keyed = is_keyed_by_data(fields);
                     for (k, v) in fields {
                         let mut p = path.clone();
-                        push_general(&mut p, &if keyed { Segment::Entry(k) } else { Segment::Key(k) });
+                        push_general(
+                            &mut p,
+                            &if keyed {
+                                Segment::Entry(k)
+                            } else {
+                                Segment::Key(k)
+                            },
+                        );
                         stack.push((v, p));
                     }
                 }
@@ -266,7 +278,14 @@ impl Removal<'_> {
                 let mut kept = Vec::with_capacity(entries.len());
                 for (k, v) in entries {
                     let len = general.len();
-                    push_general(general, &if keyed { Segment::Entry(k) } else { Segment::Key(k) });
+                    push_general(
+                        general,
+                        &if keyed {
+                            Segment::Entry(k)
+                        } else {
+                            Segment::Key(k)
+                        },
+                    );
                     if self.drops(general, v) {
                         let path = general.clone();
                         self.record_removed(v, &path);
@@ -348,7 +367,10 @@ impl Removal<'_> {
 
 fn dedup_in_order(groups: Vec<String>) -> Vec<String> {
     let mut seen = BTreeSet::new();
-    groups.into_iter().filter(|g| seen.insert(g.clone())).collect()
+    groups
+        .into_iter()
+        .filter(|g| seen.insert(g.clone()))
+        .collect()
 }
 
 impl Projection {
@@ -537,7 +559,9 @@ impl ReceiptStore for MemoryReceipts {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExpandError {
     /// The arguments are not `{"ref": string, "fields": [string, ...]}`.
-    #[error("expand: {0}; call it as {{\"ref\": \"<reference from the [hidden: ...] line>\", \"fields\": [\"*\"]}}")]
+    #[error(
+        "expand: {0}; call it as {{\"ref\": \"<reference from the [hidden: ...] line>\", \"fields\": [\"*\"]}}"
+    )]
     BadArguments(String),
     /// No trimmed output has that reference (or it is no longer kept).
     #[error("expand: no trimmed output has reference {0:?} (it may be older than what is kept)")]
@@ -566,7 +590,9 @@ pub fn expand_request(arguments: &Value) -> Result<(String, Vec<String>), Expand
         other => other,
     };
     let Value::Object(map) = arguments else {
-        return Err(ExpandError::BadArguments("arguments must be an object".into()));
+        return Err(ExpandError::BadArguments(
+            "arguments must be an object".into(),
+        ));
     };
     let reference = match map.get("ref").or_else(|| map.get("reference")) {
         Some(Value::String(r)) if !r.trim().is_empty() => r.trim().to_owned(),
@@ -631,17 +657,20 @@ pub fn expand_receipt(receipt: &TrimReceipt, wanted: &[String]) -> Result<String
         });
     };
     let mut out = Map::new();
-    let wanted: Vec<String> = wanted.iter().flat_map(|f| expand_braces(f.trim())).collect();
+    let wanted: Vec<String> = wanted
+        .iter()
+        .flat_map(|f| expand_braces(f.trim()))
+        .collect();
     for field in &wanted {
         let field = field.as_str();
         let mut found = false;
         let mut visit = |general: &str, concrete: &str, node: &Node| {
             // A node matches when it is the field; nodes under a match are inside its value.
-            if (general == field || concrete == field)
-                && !out.keys().any(|k| fields::is_under(concrete, k))
-            {
-                out.insert(concrete.to_owned(), fields::to_value(node));
+            if general == field || concrete == field {
                 found = true;
+                if !out.keys().any(|k| fields::is_under(concrete, k)) {
+                    out.insert(concrete.to_owned(), fields::to_value(node));
+                }
             }
         };
         fields::visit_nodes(root, &mut visit);

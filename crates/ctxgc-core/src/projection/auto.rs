@@ -8,22 +8,22 @@
 //! use ctxgc_core::projection::auto::{AutoTrim, AutoConfig};
 //! use serde_json::json;
 //!
-//! let mut tt = AutoTrim::new(AutoConfig { min_runs: 2, ..AutoConfig::default() });
+//! let mut tt = AutoTrim::new(AutoConfig { min_runs: 3, ..AutoConfig::default() });
 //! // 1. offer the expand tool next to the agent's own tools
 //! let expand_schema = AutoTrim::expand_tool();
 //! assert_eq!(expand_schema.name, "expand");
-//! for i in 0..3 {
+//! for i in 0..4 {
 //!     // 2. every tool result goes through `output` (and `expand` calls through `expand`)
-//!     let raw = format!(r#"{{"order_id": "A{i}9", "total": 1{i}5, "warehouse_log": "picked at bay {i}, packed by the night shift, scanned twice"}}"#);
+//!     let raw = format!(r#"{{"order_id": "A{i}9", "total": 1{i}5, "warehouse_log": "picked at bay {i} by the morning crew, packed by the night shift, scanned twice at the loading dock and weighed again before the truck left the depot"}}"#);
 //!     let shown = tt.output("get_order", r#"{"id": "A1"}"#, &raw);
-//!     if i < 2 { assert_eq!(shown, raw) } else { assert!(shown.contains("[hidden: warehouse_log")) }
+//!     if i < 3 { assert_eq!(shown, raw) } else { assert!(shown.contains("[hidden: warehouse_log")) }
 //!     // 3. the run ends with the agent's answer
 //!     tt.done(&format!("Your order total is {}.", 105 + 10 * i));
 //! }
 //! // The state survives restarts: save it as JSON, load it back.
 //! let saved = tt.to_json();
 //! let tt = AutoTrim::from_json(&saved).unwrap();
-//! assert_eq!(tt.runs_learned(), 3);
+//! assert_eq!(tt.runs_learned(), 4);
 //! ```
 //!
 //! **Rules.** During the first [`AutoConfig::min_runs`] runs that end with an answer
@@ -42,8 +42,16 @@
 //!
 //! **State.** The core does no I/O: [`AutoTrim::to_json`] and [`AutoTrim::from_json`] (or
 //! [`AutoTrim::state`]) carry the learned counts, the run in progress and the per-tool
-//! statistics. The originals of trimmed outputs live in the [`ReceiptStore`], which a
-//! persistent backend can provide ([`AutoTrim::with_store`]).
+//! statistics; save them after each [`AutoTrim::done`] (and, to lose nothing, after each
+//! call). The originals of trimmed outputs live in the [`ReceiptStore`], which a persistent
+//! backend provides: start with [`AutoTrim::with_store`], resume with
+//! `AutoTrim::from_state(AutoState::from_json(&saved)?, store)`.
+//!
+//! **For a proxy** (MCP or any other): offer [`AutoTrim::expand_tool`] and
+//! [`AutoTrim::done_tool`] (`ctxgc_done`, whose `answer` argument goes to [`AutoTrim::done`])
+//! next to the upstream tools; pass every upstream result through [`AutoTrim::output`];
+//! answer `expand` with [`AutoTrim::expand`] (its error text is written for the agent);
+//! show [`AutoTrim::report`] through [`super::report::render_html`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -144,6 +152,28 @@ pub struct AutoState {
     pub runs_finished: u64,
 }
 
+impl AutoState {
+    /// Reads state saved by [`AutoState::to_json`] (or [`AutoTrim::to_json`]), checking its
+    /// version. Resume with [`AutoTrim::from_state`] over any receipt store.
+    pub fn from_json(text: &str) -> Result<AutoState, AutoError> {
+        let state: AutoState = serde_json::from_str(text).map_err(|e| AutoError::Json {
+            line: e.line(),
+            column: e.column(),
+            message: e.to_string(),
+        })?;
+        if state.ctxgc_auto != AUTO_STATE_FORMAT {
+            return Err(AutoError::Version(state.ctxgc_auto));
+        }
+        Ok(state)
+    }
+
+    /// The state as JSON.
+    pub fn to_json(&self) -> String {
+        // Plain data with string keys: serialising cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
 /// What a finished run looked like.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunSummary {
@@ -173,7 +203,9 @@ pub enum AutoError {
         message: String,
     },
     /// Written by a version this build does not read.
-    #[error("automatic-mode state: format version {0} is not supported (this build reads version {AUTO_STATE_FORMAT})")]
+    #[error(
+        "automatic-mode state: format version {0} is not supported (this build reads version {AUTO_STATE_FORMAT})"
+    )]
     Version(u32),
 }
 
@@ -224,6 +256,17 @@ pub struct AutoTrim<S: ReceiptStore = MemoryReceipts> {
 const DEFAULT_RECEIPTS_KEPT: usize = 1024;
 
 impl AutoTrim<MemoryReceipts> {
+    /// The `expand` tool to offer the model (name, description, input schema); the same as
+    /// [`expand_tool`] whatever the store.
+    pub fn expand_tool() -> ToolSchema {
+        expand_tool()
+    }
+
+    /// The tool an agent behind a proxy calls with its final answer ([`done_tool`]).
+    pub fn done_tool() -> ToolSchema {
+        done_tool()
+    }
+
     /// Automatic mode with receipts kept in memory (the most recent 1024).
     pub fn new(config: AutoConfig) -> Self {
         AutoTrim::with_store(config, MemoryReceipts::with_capacity(DEFAULT_RECEIPTS_KEPT))
@@ -232,7 +275,7 @@ impl AutoTrim<MemoryReceipts> {
     /// Reads saved state back, with receipts in memory (receipts from before the restart
     /// are gone; use [`AutoTrim::from_state`] with a persistent store to keep them).
     pub fn from_json(text: &str) -> Result<Self, AutoError> {
-        let state = AutoTrim::<MemoryReceipts>::parse_state(text)?;
+        let state = AutoState::from_json(text)?;
         Ok(AutoTrim::from_state(
             state,
             MemoryReceipts::with_capacity(DEFAULT_RECEIPTS_KEPT),
@@ -265,17 +308,9 @@ impl<S: ReceiptStore> AutoTrim<S> {
         AutoTrim { state, store }
     }
 
-    /// Parses saved state ([`AutoTrim::to_json`]).
+    /// Parses saved state ([`AutoTrim::to_json`]); the same as [`AutoState::from_json`].
     pub fn parse_state(text: &str) -> Result<AutoState, AutoError> {
-        let state: AutoState = serde_json::from_str(text).map_err(|e| AutoError::Json {
-            line: e.line(),
-            column: e.column(),
-            message: e.to_string(),
-        })?;
-        if state.ctxgc_auto != AUTO_STATE_FORMAT {
-            return Err(AutoError::Version(state.ctxgc_auto));
-        }
-        Ok(state)
+        AutoState::from_json(text)
     }
 
     /// The state, to save.
@@ -285,7 +320,7 @@ impl<S: ReceiptStore> AutoTrim<S> {
 
     /// The state as JSON, to save and give back to [`AutoTrim::from_json`].
     pub fn to_json(&self) -> String {
-        serde_json::to_string(&self.state).unwrap_or_default()
+        self.state.to_json()
     }
 
     /// The receipt store.
@@ -296,26 +331,6 @@ impl<S: ReceiptStore> AutoTrim<S> {
     /// The receipt store, mutably.
     pub fn store_mut(&mut self) -> &mut S {
         &mut self.store
-    }
-
-    /// The `expand` tool to offer the model (name, description, input schema).
-    pub fn expand_tool() -> ToolSchema {
-        expand_tool()
-    }
-
-    /// The tool an agent behind a proxy calls with its final answer; route its calls to
-    /// [`AutoTrim::done`] with the `answer` argument.
-    pub fn done_tool() -> ToolSchema {
-        ToolSchema {
-            name: DONE_TOOL.to_owned(),
-            description: "Call this once, when your final answer is ready and before you show it, with the complete answer. Then show the same answer.".to_owned(),
-            input_schema: serde_json::json!({
-                "type": "object",
-                "properties": {"answer": {"type": "string", "description": "Your complete final answer."}},
-                "required": ["answer"],
-                "additionalProperties": false
-            }),
-        }
     }
 
     /// Runs with an answer learned from.
@@ -364,8 +379,17 @@ impl<S: ReceiptStore> AutoTrim<S> {
 
     /// Records a tool call and returns what the model should receive: the raw output while
     /// observing, the trimmed one after. Never fails: whatever goes wrong (a store that
-    /// cannot keep the original, say), the agent gets the output whole.
-    pub fn output<'a>(&mut self, tool: &str, arguments: impl Into<Arguments<'a>>, raw: &str) -> String {
+    /// cannot keep the original, say), the agent gets the output whole. Calls to `expand`
+    /// go to [`AutoTrim::expand`] and the final answer to [`AutoTrim::done`]; given here by
+    /// mistake, their text passes unchanged and unrecorded.
+    ///
+    /// `arguments` may be a `&serde_json::Value` or the JSON text most SDKs hand over.
+    pub fn output<'a>(
+        &mut self,
+        tool: &str,
+        arguments: impl Into<Arguments<'a>>,
+        raw: &str,
+    ) -> String {
         self.output_in_turn(tool, arguments, raw, None)
     }
 
@@ -378,6 +402,11 @@ impl<S: ReceiptStore> AutoTrim<S> {
         raw: &str,
         turn: Option<i64>,
     ) -> String {
+        if tool == EXPAND_TOOL || tool == DONE_TOOL {
+            // Our own tools: what expand returns is never trimmed again (no loop), and
+            // neither is recorded as a tool of the agent.
+            return raw.to_owned();
+        }
         let arguments = arguments.into().to_value();
         self.state.current.push_call(tool, arguments, raw, turn);
         let index = self.state.current.calls.len() - 1;
@@ -412,7 +441,10 @@ impl<S: ReceiptStore> AutoTrim<S> {
 
     /// Answers an `expand` call (`{"ref": ..., "fields": [...]}`, as a value or JSON text).
     /// The fields asked back count as used; a tool expanded too often stops being trimmed.
-    pub fn expand<'a>(&mut self, arguments: impl Into<Arguments<'a>>) -> Result<String, ExpandError> {
+    pub fn expand<'a>(
+        &mut self,
+        arguments: impl Into<Arguments<'a>>,
+    ) -> Result<String, ExpandError> {
         let arguments = arguments.into().to_value();
         let (reference, wanted) = expand_request(&arguments)?;
         let receipt = self
@@ -519,6 +551,21 @@ impl<S: ReceiptStore> AutoTrim<S> {
             ));
         }
         report
+    }
+}
+
+/// The tool an agent behind a proxy calls with its final answer; route its calls to
+/// [`AutoTrim::done`] with the `answer` argument.
+pub fn done_tool() -> ToolSchema {
+    ToolSchema {
+        name: DONE_TOOL.to_owned(),
+        description: "Call this once, when your final answer is ready and before you show it, with the complete answer. Then show the same answer.".to_owned(),
+        input_schema: serde_json::json!({
+            "type": "object",
+            "properties": {"answer": {"type": "string", "description": "Your complete final answer."}},
+            "required": ["answer"],
+            "additionalProperties": false
+        }),
     }
 }
 

@@ -212,7 +212,9 @@ pub fn is_failure(output: &str, flagged: bool) -> bool {
         return true;
     }
     let t = output.trim_start();
-    if t.get(..5).is_some_and(|head| head.eq_ignore_ascii_case("error")) {
+    if t.get(..5)
+        .is_some_and(|head| head.eq_ignore_ascii_case("error"))
+    {
         return true;
     }
     if t.starts_with('{')
@@ -316,7 +318,9 @@ pub fn observe_with_usage(run: &Run, usages: Vec<CallUsage>, tokenizer: Tokenize
                     let piece = match (leaf.key, leaf.value) {
                         (Some(k), Some(v)) => format!("{}:{}", Value::String(k.into()), v),
                         (None, Some(v)) => v.to_string(),
-                        (Some(k), None) => format!("{}:{}", Value::String(k.into()), fields::compact(leaf.node)),
+                        (Some(k), None) => {
+                            format!("{}:{}", Value::String(k.into()), fields::compact(leaf.node))
+                        }
                         (None, None) => fields::compact(leaf.node),
                     };
                     let entry = per_field.entry(leaf.path.clone()).or_insert((0, true));
@@ -361,11 +365,20 @@ mod tests {
     #[test]
     fn failures_are_recognised_and_grouped() {
         assert!(is_failure("Error: payment amount does not add up", false));
-        assert!(is_failure(r#"{"error": "No such function", "response": ""}"#, false));
+        assert!(is_failure(
+            r#"{"error": "No such function", "response": ""}"#,
+            false
+        ));
         assert!(!is_failure(r#"{"error": "", "response": "[1]"}"#, false));
-        assert!(!is_failure(r#"{"error": "partial", "response": "[1]"}"#, false));
+        assert!(!is_failure(
+            r#"{"error": "partial", "response": "[1]"}"#,
+            false
+        ));
         assert!(is_failure("anything", true));
         assert!(!is_failure("᤬㨉ᓺ㜽 not ascii", false));
-        assert_eq!(failure_key("Error: total is 305, paid 255\nmore"), "Error: total is #, paid #");
+        assert_eq!(
+            failure_key("Error: total is 305, paid 255\nmore"),
+            "Error: total is #, paid #"
+        );
     }
 }

@@ -97,7 +97,8 @@ fn embedded_doc(s: &str, depth: usize) -> Option<Node> {
         return None;
     }
     let t = s.trim();
-    let shaped = (t.starts_with('{') && t.ends_with('}')) || (t.starts_with('[') && t.ends_with(']'));
+    let shaped =
+        (t.starts_with('{') && t.ends_with('}')) || (t.starts_with('[') && t.ends_with(']'));
     if !shaped || t.len() < 2 {
         return None;
     }
@@ -242,9 +243,18 @@ pub struct Leaf<'a> {
 pub fn leaves(output: &Output) -> Vec<Leaf<'_>> {
     let mut out = Vec::new();
     if let Output::Structured(node) = output {
-        walk(node, &mut String::new(), &mut String::new(), None, &mut |leaf| {
-            out.push(leaf)
-        });
+        walk(
+            node,
+            &mut String::new(),
+            &mut String::new(),
+            None,
+            &mut |leaf| {
+                // An empty `[]` or `{}` output has no field at all.
+                if !leaf.path.is_empty() {
+                    out.push(leaf)
+                }
+            },
+        );
     }
     out
 }
@@ -492,10 +502,7 @@ mod tests {
 
     #[test]
     fn lists_generalise_and_maps_keyed_by_ids_too() {
-        assert_eq!(
-            paths(r#"[[{"a": 1}], [{"a": 2}]]"#),
-            ["[][].a", "[][].a"]
-        );
+        assert_eq!(paths(r#"[[{"a": 1}], [{"a": 2}]]"#), ["[][].a", "[][].a"]);
         assert_eq!(
             paths(r#"{"pm": {"card_1": {"id": "card_1", "brand": "visa"}}, "seats": {"eco": 3}}"#),
             ["pm{}.id", "pm{}.brand", "seats.eco"]

@@ -193,7 +193,9 @@ pub enum ProjectionError {
         message: String,
     },
     /// A version this build does not read.
-    #[error("projection: format version {0} is not supported (this build reads version {PROJECTION_FORMAT})")]
+    #[error(
+        "projection: format version {0} is not supported (this build reads version {PROJECTION_FORMAT})"
+    )]
     Version(u32),
     /// A field path that cannot be right.
     #[error("projection: tool {tool:?}: {list}[{index}]: {message}")]
@@ -236,8 +238,26 @@ fn key_words(key: &str) -> Vec<String> {
 
 /// Last words of key names that identify a record.
 const IDENTIFYING_WORDS: [&str; 20] = [
-    "id", "ids", "uuid", "guid", "key", "name", "names", "title", "slug", "number", "code",
-    "sku", "asin", "isbn", "handle", "username", "login", "ref", "reference", "identifier",
+    "id",
+    "ids",
+    "uuid",
+    "guid",
+    "key",
+    "name",
+    "names",
+    "title",
+    "slug",
+    "number",
+    "code",
+    "sku",
+    "asin",
+    "isbn",
+    "handle",
+    "username",
+    "login",
+    "ref",
+    "reference",
+    "identifier",
 ];
 
 /// True when a field identifies a record, by its key name or by its values.
@@ -436,11 +456,16 @@ mod tests {
             r#"{"ctxgc_projection": 1, "tools": {"t": {"drop": [{"field": "a"}, {"field": "b", "reason": "never_used"}]}}}"#,
         )
         .unwrap();
-        assert_eq!(p.dropped("t").unwrap().into_iter().collect::<Vec<_>>(), [("a", false), ("b", true)]);
+        assert_eq!(
+            p.dropped("t").unwrap().into_iter().collect::<Vec<_>>(),
+            [("a", false), ("b", true)]
+        );
         let err = Projection::from_json(r#"{"ctxgc_projection": 2, "tools": {}}"#).unwrap_err();
         assert!(err.to_string().contains("version 2"));
-        let err = Projection::from_json(r#"{"ctxgc_projection": 1, "tools": {"t": {"drop": [{"field": " "}]}}}"#)
-            .unwrap_err();
+        let err = Projection::from_json(
+            r#"{"ctxgc_projection": 1, "tools": {"t": {"drop": [{"field": " "}]}}}"#,
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("drop[0]"), "{err}");
         let err = Projection::from_json("{").unwrap_err();
         assert!(err.to_string().contains("line 1"), "{err}");

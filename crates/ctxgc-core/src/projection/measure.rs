@@ -17,7 +17,7 @@
 //! use serde_json::json;
 //! let runs: Vec<Run> = (0..4).map(|i| {
 //!     let mut run = Run::new(format!("r{i}"));
-//!     let out = format!(r#"{{"order_id": "A{i}", "total": 1{i}5, "audit": {{"created_by": "system batch job", "shard": "eu-west-{i}", "trace": "{}"}}}}"#, "x".repeat(40));
+//!     let out = format!(r#"{{"order_id": "A{i}", "total": 1{i}5, "audit": {{"created_by": "system batch job", "note": "{}"}}}}"#, "checked by the nightly reconciliation run ".repeat(4));
 //!     run.push_call("get_order", json!({}), out, None);
 //!     run.push_message(format!("Your total is {}.", 105 + 10 * i), None);
 //!     run
@@ -101,7 +101,8 @@ impl Figures {
             }
         };
         self.removed_share = share(
-            self.tool_tokens_before.saturating_sub(self.tool_tokens_after),
+            self.tool_tokens_before
+                .saturating_sub(self.tool_tokens_after),
             self.tool_tokens_before,
         );
         self.reserialisation_share = share(
@@ -167,7 +168,11 @@ pub fn measure(runs: &[Run], options: &MeasureOptions) -> Measurement {
 }
 
 /// Leave-one-out over runs already observed (`observed[i]` is `runs[i]`'s).
-pub fn measure_observed(runs: &[Run], observed: &[Observed], options: &MeasureOptions) -> Measurement {
+pub fn measure_observed(
+    runs: &[Run],
+    observed: &[Observed],
+    options: &MeasureOptions,
+) -> Measurement {
     let total = Counts::sum(observed.iter().map(|o| &o.counts));
     let mut per_tool: BTreeMap<String, Figures> = BTreeMap::new();
     let mut missed: BTreeMap<(String, String), u64> = BTreeMap::new();
@@ -218,7 +223,9 @@ pub fn measure_observed(runs: &[Run], observed: &[Observed], options: &MeasureOp
                     let mut any = false;
                     for field in call_seen.usage.used.intersection(&trimmed.removed) {
                         any = true;
-                        *missed.entry((call.tool.clone(), field.clone())).or_default() += 1;
+                        *missed
+                            .entry((call.tool.clone(), field.clone()))
+                            .or_default() += 1;
                     }
                     figures.misses += u64::from(any);
                 }
@@ -238,7 +245,11 @@ pub fn measure_observed(runs: &[Run], observed: &[Observed], options: &MeasureOp
         .into_iter()
         .map(|((tool, field), calls)| MissedField { tool, field, calls })
         .collect();
-    missed_fields.sort_by(|a, b| b.calls.cmp(&a.calls).then_with(|| (&a.tool, &a.field).cmp(&(&b.tool, &b.field))));
+    missed_fields.sort_by(|a, b| {
+        b.calls
+            .cmp(&a.calls)
+            .then_with(|| (&a.tool, &a.field).cmp(&(&b.tool, &b.field)))
+    });
     Measurement {
         runs: runs.len() as u64,
         tokenizer: options.tokenizer,

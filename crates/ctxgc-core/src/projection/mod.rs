@@ -25,13 +25,13 @@
 //! let mut counts = Counts::default();
 //! for i in 0..3 {
 //!     let mut run = Run::new(format!("run{i}"));
-//!     let out = format!(r#"{{"id": "R{i}X", "status": "shipped", "carrier_notes": "left at the depot gate {i}", "eta": "2024-06-0{}"}}"#, i + 1);
+//!     let out = format!(r#"{{"id": "R{i}X", "status": "shipped", "carrier_notes": "left at the depot gate {i}, rescheduled twice because the recipient was away, then handed to a neighbour", "eta": "2024-06-0{}"}}"#, i + 1);
 //!     run.push_call("track", json!({"order": "A1"}), out, None);
 //!     run.push_message(format!("It arrives on June {}, 2024.", i + 1), None);
 //!     counts.add(&observe_run(&run, &Default::default(), Tokenizer::default()).counts);
 //! }
 //! let projection = Projection::learn(&counts, &LearnOptions { min_saving_tokens: 0, ..Default::default() }, Tokenizer::default());
-//! let trimmed = projection.apply("track", r#"{"id": "R9X", "status": "late", "carrier_notes": "van broke down", "eta": "2024-06-09"}"#);
+//! let trimmed = projection.apply("track", r#"{"id": "R9X", "status": "late", "carrier_notes": "the van broke down on the ring road and the parcel waits at the depot for the next round", "eta": "2024-06-09"}"#);
 //! assert!(trimmed.text.starts_with(r#"{"id":"R9X","eta":"2024-06-09"}"#));
 //! assert!(trimmed.text.contains("[hidden: status, carrier_notes — expand ref"));
 //! ```

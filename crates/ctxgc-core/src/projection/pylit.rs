@@ -163,7 +163,10 @@ impl Parser<'_> {
     fn number(&mut self) -> Option<Value> {
         let start = self.i;
         while self.i < self.s.len()
-            && matches!(self.s[self.i], b'0'..=b'9' | b'.' | b'-' | b'+' | b'e' | b'E' | b'_')
+            && matches!(
+                self.s[self.i],
+                b'0'..=b'9' | b'.' | b'-' | b'+' | b'e' | b'E' | b'_'
+            )
         {
             self.i += 1;
         }
@@ -195,7 +198,9 @@ mod tests {
     #[test]
     fn reads_nested_literals_and_escapes() {
         assert_eq!(
-            parse(r#"{'ts': 1.25, 'device_type': None, 'items': [{'t': "it's"}], 'u': '\u00e9\x41'}"#),
+            parse(
+                r#"{'ts': 1.25, 'device_type': None, 'items': [{'t': "it's"}], 'u': '\u00e9\x41'}"#
+            ),
             Some(json!({"ts": 1.25, "device_type": null, "items": [{"t": "it's"}], "u": "éA"}))
         );
         assert_eq!(parse("[1, 2,]"), Some(json!([1, 2])));

@@ -201,7 +201,11 @@ fn tool_report(
             count: *c,
         })
         .collect();
-    failures.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.message.cmp(&b.message)));
+    failures.sort_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then_with(|| a.message.cmp(&b.message))
+    });
     failures.truncate(5);
     ToolReport {
         tool: name.to_owned(),
@@ -287,9 +291,8 @@ impl Report {
         if let Some(t) = self.tools.iter_mut().find(|t| t.tool == tool) {
             t.disabled = Some(reason.to_owned());
         }
-        self.actions.retain(|a| {
-            !(a.kind == ActionKind::Automatic && a.tool.as_deref() == Some(tool))
-        });
+        self.actions
+            .retain(|a| !(a.kind == ActionKind::Automatic && a.tool.as_deref() == Some(tool)));
         self.actions.insert(
             0,
             SuggestedAction {
@@ -316,8 +319,13 @@ fn list_fields(fields: &[String], max: usize) -> String {
     s
 }
 
+/// Automatic trims listed one by one; the rest are summed up in one line.
+const LISTED_TRIMS: usize = 10;
+
 fn suggest(report: &Report, projection: &Projection) -> Vec<SuggestedAction> {
     let mut actions = Vec::new();
+    let mut trims = 0;
+    let (mut more_tools, mut more_tokens) = (0, 0);
     for t in &report.tools {
         let dropped: Vec<String> = projection
             .tools
@@ -329,7 +337,12 @@ fn suggest(report: &Report, projection: &Projection) -> Vec<SuggestedAction> {
             && f.tool_tokens_after < f.tool_tokens_before
         {
             let saved = f.tool_tokens_before - f.tool_tokens_after;
-            actions.push(SuggestedAction {
+            trims += 1;
+            if trims > LISTED_TRIMS {
+                more_tools += 1;
+                more_tokens += saved;
+            } else {
+                actions.push(SuggestedAction {
                 kind: ActionKind::Automatic,
                 tool: Some(t.tool.clone()),
                 text: format!(
@@ -344,6 +357,7 @@ fn suggest(report: &Report, projection: &Projection) -> Vec<SuggestedAction> {
                     f.calls
                 ),
             });
+            }
         }
         if t.failed >= 2 && t.failed * 5 >= t.calls {
             let top = t
@@ -384,6 +398,15 @@ fn suggest(report: &Report, projection: &Projection) -> Vec<SuggestedAction> {
                 ),
             });
         }
+    }
+    if more_tools > 0 {
+        actions.push(SuggestedAction {
+            kind: ActionKind::Automatic,
+            tool: None,
+            text: format!(
+                "Trim {more_tools} more tools with smaller outputs: together {more_tokens} tokens fewer on unseen runs (see the table above)."
+            ),
+        });
     }
     if let Some(m) = &report.measurement {
         for mf in m.missed_fields.iter().take(5) {
@@ -446,7 +469,7 @@ fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -466,7 +489,7 @@ main{max-width:1100px;margin:0 auto;padding:32px 24px 64px}
 h1{font-size:26px;margin:0 0 4px}
 h2{font-size:19px;margin:36px 0 12px}
 .sub{color:var(--muted);margin:0 0 24px}
-.cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(200px,1fr));gap:14px}
+.cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(170px,1fr));gap:14px}
 .card{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:16px 18px}
 .card .k{color:var(--muted);font-size:13px}
 .card .v{font-size:26px;font-weight:650;margin-top:2px}
@@ -513,7 +536,10 @@ fn chart(report: &Report) -> String {
         let y = 5.0 + row_h * i as f64;
         let scale = bar_w / max as f64;
         let (after, compact) = match &t.projected {
-            Some(f) => (f.tool_tokens_after, f.tool_tokens_compact.max(f.tool_tokens_after)),
+            Some(f) => (
+                f.tool_tokens_after,
+                f.tool_tokens_compact.max(f.tool_tokens_after),
+            ),
             None => (t.compact_tokens, t.compact_tokens),
         };
         let kept = after.min(t.tokens) as f64 * scale;
@@ -607,8 +633,23 @@ pub fn render_html(report: &Report) -> String {
     for t in &report.tools {
         let (after, misses) = match &t.projected {
             Some(f) => (
-                format!("{} <span class=\"muted\">(−{})</span>", thousands(f.tool_tokens_after), pct(f.removed_share)),
-                format!("{} / {}", f.misses, f.calls),
+                if f.tool_tokens_after < f.tool_tokens_before {
+                    format!(
+                        "{} <span class=\"muted\">(−{})</span>",
+                        thousands(f.tool_tokens_after),
+                        pct(f.removed_share)
+                    )
+                } else {
+                    format!(
+                        "{} <span class=\"muted\">(same)</span>",
+                        thousands(f.tool_tokens_after)
+                    )
+                },
+                if f.calls == 0 {
+                    "<span class=\"muted\">not trimmed</span>".to_owned()
+                } else {
+                    format!("{} / {}", f.misses, f.calls)
+                },
             ),
             None => ("—".to_owned(), "—".to_owned()),
         };
@@ -663,9 +704,15 @@ pub fn render_html(report: &Report) -> String {
                 .map(move |f| (t.tool.as_str(), f))
         })
         .collect();
-    never.sort_by(|a, b| b.1.tokens.cmp(&a.1.tokens).then_with(|| (a.0, &a.1.field).cmp(&(b.0, &b.1.field))));
+    never.sort_by(|a, b| {
+        b.1.tokens
+            .cmp(&a.1.tokens)
+            .then_with(|| (a.0, &a.1.field).cmp(&(b.0, &b.1.field)))
+    });
     if never.is_empty() {
-        h.push_str("<p class=\"muted\">Every field was used at least once (or identifies a record).</p>");
+        h.push_str(
+            "<p class=\"muted\">Every field was used at least once (or identifies a record).</p>",
+        );
     } else {
         h.push_str("<p class=\"muted\">Not reused in any later call or message. Identifying fields (ids, names, titles) are left out of this list: they stay so the agent can refer to records.</p><table><thead><tr><th>Tool</th><th>Field</th><th class=\"num\">Seen in</th><th class=\"num\">Tokens</th><th>Decision</th></tr></thead><tbody>");
         for (tool, f) in never.iter().take(40) {
@@ -681,7 +728,11 @@ pub fn render_html(report: &Report) -> String {
         }
         h.push_str("</tbody></table>");
         if never.len() > 40 {
-            let _ = write!(h, "<p class=\"muted\">…and {} more in report.json.</p>", never.len() - 40);
+            let _ = write!(
+                h,
+                "<p class=\"muted\">…and {} more in report.json.</p>",
+                never.len() - 40
+            );
         }
     }
     h.push_str("</div>");
@@ -697,7 +748,13 @@ pub fn render_html(report: &Report) -> String {
             let msgs = t
                 .failures
                 .iter()
-                .map(|g| format!("<div><code>{}</code> <span class=\"muted\">×{}</span></div>", esc(&g.message), g.count))
+                .map(|g| {
+                    format!(
+                        "<div><code>{}</code> <span class=\"muted\">×{}</span></div>",
+                        esc(&g.message),
+                        g.count
+                    )
+                })
                 .collect::<String>();
             let _ = write!(
                 h,
@@ -723,11 +780,19 @@ pub fn render_html(report: &Report) -> String {
             thousands(t.tokens)
         );
         if let Some(reason) = &t.disabled {
-            let _ = write!(h, "<p><span class=\"chip drop\">not trimmed</span> {}</p>", esc(reason));
+            let _ = write!(
+                h,
+                "<p><span class=\"chip drop\">not trimmed</span> {}</p>",
+                esc(reason)
+            );
         }
         h.push_str("<table><thead><tr><th>Field</th><th>Used</th><th class=\"num\">Tokens</th><th>Decision</th></tr></thead><tbody>");
         for f in t.fields.iter().take(60) {
-            let frac = if f.seen == 0 { 0.0 } else { f.used as f64 / f.seen as f64 };
+            let frac = if f.seen == 0 {
+                0.0
+            } else {
+                f.used as f64 / f.seen as f64
+            };
             let _ = write!(
                 h,
                 "<tr><td><code>{}</code></td><td><span class=\"bar\"><i style=\"width:{:.0}%\"></i></span> <span class=\"muted\">{} / {}</span></td><td class=\"num\">{}</td><td>{}</td></tr>",
@@ -741,7 +806,11 @@ pub fn render_html(report: &Report) -> String {
         }
         h.push_str("</tbody></table>");
         if t.fields.len() > 60 {
-            let _ = write!(h, "<p class=\"muted\">…and {} more fields in report.json.</p>", t.fields.len() - 60);
+            let _ = write!(
+                h,
+                "<p class=\"muted\">…and {} more fields in report.json.</p>",
+                t.fields.len() - 60
+            );
         }
         h.push_str("</details>");
     }
@@ -782,7 +851,10 @@ mod tests {
 
     #[test]
     fn html_is_escaped_and_numbers_grouped() {
-        assert_eq!(esc("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
+        assert_eq!(
+            esc("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
         assert_eq!(rich("use `<b>` now"), "use <code>&lt;b&gt;</code> now");
         assert_eq!(thousands(1234567), "1,234,567");
         assert_eq!(thousands(12), "12");

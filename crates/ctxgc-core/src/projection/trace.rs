@@ -356,8 +356,12 @@ impl Run {
         for t in &self.texts {
             let v = match t.author {
                 Author::Prompt => serde_json::json!({"kind": "prompt", "text": t.text, "turn": -1}),
-                Author::User => serde_json::json!({"kind": "message", "role": "user", "text": t.text}),
-                Author::Agent => serde_json::json!({"kind": "message", "text": t.text, "turn": t.turn}),
+                Author::User => {
+                    serde_json::json!({"kind": "message", "role": "user", "text": t.text})
+                }
+                Author::Agent => {
+                    serde_json::json!({"kind": "message", "text": t.text, "turn": t.turn})
+                }
             };
             events.push((t.order, v));
         }
@@ -431,13 +435,23 @@ mod tests {
     #[test]
     fn calls_of_one_message_share_a_turn_and_reused_ids_pair_in_order() {
         let items = vec![
-            msg(Role::System, vec![Block::Text { text: "policy".into() }]),
+            msg(
+                Role::System,
+                vec![Block::Text {
+                    text: "policy".into(),
+                }],
+            ),
             msg(Role::Assistant, vec![call("a", "f"), call("b", "g")]),
             msg(Role::Tool, vec![result("a", "1")]),
             msg(Role::Tool, vec![result("b", "2")]),
             msg(Role::Assistant, vec![call("a", "h")]),
             msg(Role::Tool, vec![result("a", "3")]),
-            msg(Role::Assistant, vec![Block::Text { text: "done".into() }]),
+            msg(
+                Role::Assistant,
+                vec![Block::Text {
+                    text: "done".into(),
+                }],
+            ),
         ];
         let run = Run::from_items("r", &items);
         let turns: Vec<i64> = run.calls.iter().map(|c| c.turn).collect();

@@ -206,8 +206,7 @@ fn needles_of_text(text: &str, out: &mut Vec<Vec<String>>) {
         if words.iter().any(|w| is_meaningful(w)) {
             // A date with a time also counts when only its date reappears; a date with a
             // year also when written without one.
-            if words.len() == 2 && words[0].starts_with("date:") && words[1].starts_with("time:")
-            {
+            if words.len() == 2 && words[0].starts_with("date:") && words[1].starts_with("time:") {
                 out.push(vec![words[0].clone()]);
                 out.push(vec![month_day(&words[0])]);
             } else if words.len() == 1 && words[0].starts_with("date:") {
@@ -349,15 +348,11 @@ pub fn detect_usage(run: &Run, options: &UsageOptions) -> Vec<CallUsage> {
             }
             Output::Structured(_) => {
                 for leaf in fields::leaves(&parsed) {
-                    if expansion
-                        .fields
-                        .iter()
-                        .any(|f| {
-                            f == "*"
-                                || fields::is_under(&leaf.path, f)
-                                || fields::is_under(&leaf.concrete, f)
-                        })
-                    {
+                    if expansion.fields.iter().any(|f| {
+                        f == "*"
+                            || fields::is_under(&leaf.path, f)
+                            || fields::is_under(&leaf.concrete, f)
+                    }) {
                         used.insert(leaf.path);
                     }
                 }
@@ -380,6 +375,11 @@ pub fn is_id_like(node: &Node) -> bool {
     }
     let letters = s.chars().any(char::is_alphabetic);
     let digits = s.chars().any(|c| c.is_ascii_digit());
+    // A long run of digits written as a string is a number that names something (an
+    // account, a product), not a quantity.
+    if !letters && len >= 6 && s.chars().all(|c| c.is_ascii_digit()) {
+        return true;
+    }
     if !(letters && digits) {
         return false;
     }
@@ -400,25 +400,36 @@ mod tests {
         let mut run = Run::new("r");
         run.push_call("t", json!({}), output, None);
         run.push_message(later, None);
-        detect_usage(&run, &UsageOptions::default())
-            .remove(0)
-            .used
+        detect_usage(&run, &UsageOptions::default()).remove(0).used
     }
 
     #[test]
     fn windows_of_long_text_and_identifiers_count() {
         let text = "The quick brown fox jumps over the lazy dog near the riverbank in springtime";
         assert!(used_after(text, "as it said: fox jumps over the lazy dog").contains(OPAQUE_FIELD));
-        assert!(used_after("see ticket ABC_123 for the full story of what happened here today", "ABC_123").contains(OPAQUE_FIELD));
+        assert!(
+            used_after(
+                "see ticket ABC_123 for the full story of what happened here today",
+                "ABC_123"
+            )
+            .contains(OPAQUE_FIELD)
+        );
         assert!(used_after(text, "a dog").is_empty());
     }
 
     #[test]
     fn id_like_values() {
-        for s in ["HAT069", "credit_card_4421486", "B0BW8Z3N7R"] {
+        for s in ["HAT069", "credit_card_4421486", "B0BW8Z3N7R", "1808611083"] {
             assert!(is_id_like(&Node::Scalar(json!(s))), "{s}");
         }
-        for s in ["2024-05-15T15:00:00", "hello world 1", "7447", "economy", "https://x.io/a1"] {
+        for s in [
+            "2024-05-15T15:00:00",
+            "hello world 1",
+            "7447",
+            "78750",
+            "economy",
+            "https://x.io/a1",
+        ] {
             assert!(!is_id_like(&Node::Scalar(json!(s))), "{s}");
         }
     }

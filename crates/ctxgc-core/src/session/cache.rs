@@ -115,7 +115,11 @@ impl CacheState {
     }
 
     pub(super) fn effective(&self, i: usize) -> Option<&ItemPlan> {
-        if i < self.boundary { self.frozen.get(i) } else { self.arrival.get(i) }
+        if i < self.boundary {
+            self.frozen.get(i)
+        } else {
+            self.arrival.get(i)
+        }
     }
 }
 
@@ -163,10 +167,12 @@ impl Session {
                 .blocks
                 .iter()
                 .enumerate()
-                .map(|(b, block)| match verdict.rewrites.iter().find(|r| r.block == b) {
-                    Some(r) => tok.count(&r.text),
-                    None => tok.count(&block_text(block)),
-                })
+                .map(
+                    |(b, block)| match verdict.rewrites.iter().find(|r| r.block == b) {
+                        Some(r) => tok.count(&r.text),
+                        None => tok.count(&block_text(block)),
+                    },
+                )
                 .sum(),
             _ => verdict.rewrites.iter().map(|r| tok.count(&r.text)).sum(),
         }
@@ -186,10 +192,13 @@ impl Session {
         while self.compiled < end {
             let i = self.compiled;
             self.compile_range(i, i + 1);
-            let Some(tok) = self.cache.as_ref().map(|c| c.model.tokenizer) else { return };
+            let Some(tok) = self.cache.as_ref().map(|c| c.model.tokenizer) else {
+                return;
+            };
             let arrival = self.eager_plan_of(i);
             let kept = self.kept_cost(i, tok);
-            let is_assistant = matches!(&self.items[i].kind, Kind::Message(m) if m.role == Role::Assistant);
+            let is_assistant =
+                matches!(&self.items[i].kind, Kind::Message(m) if m.role == Role::Assistant);
             if let Some(cache) = self.cache.as_mut() {
                 cache.arrival.push(arrival);
                 cache.cost_kept.push(kept);
@@ -204,18 +213,23 @@ impl Session {
     }
 
     fn consider_step(&mut self, k: usize) {
-        let Some(cache) = self.cache.as_ref() else { return };
+        let Some(cache) = self.cache.as_ref() else {
+            return;
+        };
         let model = cache.model.clone();
         let mut saved: i64 = 0;
         let mut first_change: Option<usize> = None;
         let mut eager_plans = Vec::with_capacity(k);
         for i in 0..k {
             let eager = self.eager_plan_of(i);
-            let Some(effective) = cache.effective(i) else { return };
+            let Some(effective) = cache.effective(i) else {
+                return;
+            };
             if &eager != effective {
                 first_change.get_or_insert(i);
                 let kept = cache.cost_kept[i];
-                saved += self.cost_under(i, effective, kept) as i64 - self.cost_under(i, &eager, kept) as i64;
+                saved += self.cost_under(i, effective, kept) as i64
+                    - self.cost_under(i, &eager, kept) as i64;
             }
             eager_plans.push(eager);
         }
@@ -273,7 +287,10 @@ mod tests {
     #[test]
     fn plans_stay_frozen_between_steps_and_steps_pay() {
         let mut session = Session::new(Default::default());
-        session.enable_cache_stable(CacheModel { min_reclaim_tokens: 200, ..CacheModel::default() });
+        session.enable_cache_stable(CacheModel {
+            min_reclaim_tokens: 200,
+            ..CacheModel::default()
+        });
         let mut previous: Vec<ItemPlan> = Vec::new();
         let mut steps_seen = 0;
         for item in items(40) {
@@ -285,29 +302,44 @@ mod tests {
             } else {
                 steps_seen = session.compaction_steps().len();
             }
-            previous = (0..session.items().len()).map(|i| session.plan_of(i)).collect();
+            previous = (0..session.items().len())
+                .map(|i| session.plan_of(i))
+                .collect();
         }
-        assert!(steps_seen > 0, "superseded 400-token values make steps worth it");
+        assert!(
+            steps_seen > 0,
+            "superseded 400-token values make steps worth it"
+        );
         for step in session.compaction_steps() {
             assert!(step.estimated_net > 0.0 && step.tokens_saved >= 200);
         }
         // Eager compilation would have retired every superseded value; cache-stable retires
         // only what steps reclaimed, so some recent superseded values are still sent.
-        let eager_retired = (0..40).filter(|&i| session.eager_plan_of(i).verdict.is_some()).count();
-        let retired = (0..40).filter(|&i| session.plan_of(i).verdict.is_some()).count();
+        let eager_retired = (0..40)
+            .filter(|&i| session.eager_plan_of(i).verdict.is_some())
+            .count();
+        let retired = (0..40)
+            .filter(|&i| session.plan_of(i).verdict.is_some())
+            .count();
         assert!(retired < eager_retired && retired > 0);
     }
 
     #[test]
     fn batching_does_not_change_the_outcome() {
         let mut one_by_one = Session::new(Default::default());
-        one_by_one.enable_cache_stable(CacheModel { min_reclaim_tokens: 200, ..CacheModel::default() });
+        one_by_one.enable_cache_stable(CacheModel {
+            min_reclaim_tokens: 200,
+            ..CacheModel::default()
+        });
         for item in items(30) {
             one_by_one.append(item).unwrap();
             one_by_one.compile();
         }
         let mut batch = Session::new(Default::default());
-        batch.enable_cache_stable(CacheModel { min_reclaim_tokens: 200, ..CacheModel::default() });
+        batch.enable_cache_stable(CacheModel {
+            min_reclaim_tokens: 200,
+            ..CacheModel::default()
+        });
         batch.extend(items(30)).unwrap();
         batch.compile();
         assert_eq!(one_by_one.compaction_steps(), batch.compaction_steps());

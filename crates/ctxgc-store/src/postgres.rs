@@ -1,0 +1,698 @@
+//! The shared backend: PostgreSQL, for a fleet of instances serving the same sessions.
+//!
+//! Every append is one transaction that first locks the session's row, checks the expected
+//! sequence number and then writes; it returns once PostgreSQL has committed it (with the
+//! server's default `synchronous_commit = on`, that is after the commit reached its WAL on
+//! disk). Writers of one session queue on its row lock, writers of different sessions do not
+//! wait for each other. Connect with a URL such as
+//! `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`; a schema other than `public` is chosen
+//! with `?options=-csearch_path%3DSCHEMA`.
+
+use ctxgc_core::store::{SessionInfo, Snapshot, Store, StoreError};
+use ctxgc_core::{Format, Item};
+use postgres::{Client, NoTls, Statement};
+
+use crate::codec;
+use crate::{blob_hash, hash_from_hex, hex};
+
+const BACKEND: &str = "postgres";
+
+/// Rows written per statement when a batch is large.
+const ROWS_PER_STATEMENT: usize = 4096;
+
+/// Schema migrations, in order; each runs once, in a transaction, when a database is opened.
+const MIGRATIONS: &[(i32, &str)] = &[(
+    1,
+    "CREATE TABLE sessions (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        context_id TEXT NOT NULL UNIQUE,
+        format TEXT,
+        next_seq BIGINT NOT NULL DEFAULT 0
+    );
+    CREATE TABLE blobs (
+        hash BYTEA PRIMARY KEY,
+        bytes BYTEA NOT NULL
+    );
+    CREATE TABLE receipts (
+        session_id BIGINT NOT NULL REFERENCES sessions(id),
+        receipt_id TEXT NOT NULL,
+        hash BYTEA NOT NULL REFERENCES blobs(hash),
+        PRIMARY KEY (session_id, receipt_id)
+    );
+    CREATE INDEX receipts_by_hash ON receipts(session_id, hash);
+    CREATE TABLE items (
+        session_id BIGINT NOT NULL REFERENCES sessions(id),
+        seq BIGINT NOT NULL,
+        item_id TEXT NOT NULL,
+        hash BYTEA NOT NULL REFERENCES blobs(hash),
+        body BYTEA NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    );
+    CREATE TABLE snapshots (
+        session_id BIGINT NOT NULL REFERENCES sessions(id),
+        fingerprint TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        body BYTEA NOT NULL,
+        PRIMARY KEY (session_id, fingerprint)
+    );
+    CREATE TABLE state (
+        scope TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value BYTEA NOT NULL,
+        PRIMARY KEY (scope, key)
+    );",
+)];
+
+/// The newest schema version this build knows.
+pub const SCHEMA_VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
+
+fn backend_error(operation: &str) -> impl FnOnce(postgres::Error) -> StoreError + '_ {
+    move |e| StoreError::Backend {
+        backend: BACKEND,
+        message: format!("{operation}: {e}"),
+    }
+}
+
+fn to_i64(value: u64, what: &str) -> Result<i64, StoreError> {
+    i64::try_from(value).map_err(|_| StoreError::Backend {
+        backend: BACKEND,
+        message: format!("{what} {value} is out of range"),
+    })
+}
+
+fn to_u64(value: i64, context_id: &str, what: &str) -> Result<u64, StoreError> {
+    u64::try_from(value).map_err(|_| StoreError::Corrupt {
+        context_id: context_id.to_owned(),
+        message: format!("negative {what} {value}"),
+    })
+}
+
+fn parse_format(name: Option<String>, context_id: &str) -> Result<Option<Format>, StoreError> {
+    match name {
+        None => Ok(None),
+        Some(name) => Format::from_name(&name)
+            .map(Some)
+            .ok_or_else(|| StoreError::Corrupt {
+                context_id: context_id.to_owned(),
+                message: format!("unknown format {name:?}"),
+            }),
+    }
+}
+
+/// Reads column `index` of a row, as a store error when it has another type.
+fn column<'a, T: postgres::types::FromSql<'a>>(
+    row: &'a postgres::Row,
+    index: usize,
+    what: &str,
+) -> Result<T, StoreError> {
+    row.try_get(index).map_err(backend_error(what))
+}
+
+/// The statements every append runs, prepared once per connection.
+struct Statements {
+    lock_session: Statement,
+    set_format: Statement,
+    put_blobs: Statement,
+    put_receipts: Statement,
+    receipt_clash: Statement,
+    put_items: Statement,
+    advance: Statement,
+}
+
+impl Statements {
+    fn prepare(client: &mut Client) -> Result<Self, StoreError> {
+        let mut prepare = |sql: &str| client.prepare(sql).map_err(backend_error("prepare"));
+        Ok(Statements {
+            // Creates the session if needed and locks its row until the transaction ends.
+            lock_session: prepare(
+                "INSERT INTO sessions (context_id) VALUES ($1)
+                 ON CONFLICT (context_id) DO UPDATE SET context_id = EXCLUDED.context_id
+                 RETURNING id, format, next_seq",
+            )?,
+            set_format: prepare("UPDATE sessions SET format = $2 WHERE id = $1")?,
+            put_blobs: prepare(
+                "INSERT INTO blobs (hash, bytes) SELECT * FROM unnest($1::bytea[], $2::bytea[])
+                 ON CONFLICT (hash) DO NOTHING",
+            )?,
+            put_receipts: prepare(
+                "INSERT INTO receipts (session_id, receipt_id, hash)
+                 SELECT $1, * FROM unnest($2::text[], $3::bytea[])
+                 ON CONFLICT (session_id, receipt_id) DO NOTHING
+                 RETURNING receipt_id",
+            )?,
+            receipt_clash: prepare(
+                "SELECT u.id FROM unnest($2::text[], $3::bytea[]) AS u(id, hash)
+                 JOIN receipts r ON r.session_id = $1 AND r.receipt_id = u.id
+                 WHERE r.hash <> u.hash LIMIT 1",
+            )?,
+            put_items: prepare(
+                "INSERT INTO items (session_id, seq, item_id, hash, body)
+                 SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::bytea[], $5::bytea[])",
+            )?,
+            advance: prepare("UPDATE sessions SET next_seq = $2 WHERE id = $1")?,
+        })
+    }
+}
+
+/// A session store in a PostgreSQL database, shared by any number of processes.
+pub struct PostgresStore {
+    url: String,
+    client: Client,
+    statements: Statements,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("url", &crate::redact_url(&self.url))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Receipts to index in one transaction: id, content hash, bytes.
+type ReceiptRows<'a> = Vec<(&'a str, [u8; 32], &'a [u8])>;
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://...` or `postgresql://...`) and brings
+    /// its schema up to date. Uses a blocking client: from async code, call it on a blocking
+    /// thread (`tokio::task::spawn_blocking`).
+    pub fn connect(url: &str) -> Result<Self, StoreError> {
+        let mut client = Self::client(url)?;
+        migrate(&mut client)?;
+        let statements = Statements::prepare(&mut client)?;
+        Ok(PostgresStore {
+            url: url.to_owned(),
+            client,
+            statements,
+        })
+    }
+
+    fn client(url: &str) -> Result<Client, StoreError> {
+        let config: postgres::Config = url.parse().map_err(|e| StoreError::Backend {
+            backend: BACKEND,
+            message: format!("invalid URL {}: {e}", crate::redact_url(url)),
+        })?;
+        config.connect(NoTls).map_err(|e| StoreError::Backend {
+            backend: BACKEND,
+            message: format!("cannot connect to {}: {e}", crate::redact_url(url)),
+        })
+    }
+
+    /// Reconnects when the server closed the connection (restart, idle timeout).
+    fn ensure_connected(&mut self) -> Result<(), StoreError> {
+        if self.client.is_closed() {
+            let mut client = Self::client(&self.url)?;
+            self.statements = Statements::prepare(&mut client)?;
+            self.client = client;
+        }
+        Ok(())
+    }
+
+    /// The schema version the database is at.
+    pub fn schema_version(&mut self) -> Result<i32, StoreError> {
+        self.ensure_connected()?;
+        let row = self
+            .client
+            .query_one("SELECT COALESCE(MAX(version), 0) FROM schema_version", &[])
+            .map_err(backend_error("read schema_version"))?;
+        column(&row, 0, "read schema_version")
+    }
+
+    /// How many distinct payloads the receipts hold (identical bytes count once).
+    pub fn distinct_payloads(&mut self) -> Result<u64, StoreError> {
+        self.ensure_connected()?;
+        let row = self
+            .client
+            .query_one("SELECT COUNT(*) FROM blobs", &[])
+            .map_err(backend_error("count blobs"))?;
+        to_u64(column(&row, 0, "count blobs")?, "", "count")
+    }
+
+    /// Writes blobs and receipt rows for a session inside a transaction; refuses an id that
+    /// already holds different bytes.
+    fn index_receipts(
+        tx: &mut postgres::Transaction<'_>,
+        statements: &Statements,
+        session_id: i64,
+        context_id: &str,
+        receipts: &ReceiptRows<'_>,
+    ) -> Result<(), StoreError> {
+        // Blobs in hash order, so concurrent transactions lock shared blobs in one order.
+        let mut blobs: Vec<(&[u8; 32], &[u8])> = receipts.iter().map(|(_, h, b)| (h, *b)).collect();
+        blobs.sort_unstable_by_key(|(h, _)| *h);
+        blobs.dedup_by_key(|(h, _)| *h);
+        for chunk in blobs.chunks(ROWS_PER_STATEMENT) {
+            let hashes: Vec<&[u8]> = chunk.iter().map(|(h, _)| &h[..]).collect();
+            let bytes: Vec<&[u8]> = chunk.iter().map(|(_, b)| *b).collect();
+            tx.execute(&statements.put_blobs, &[&hashes, &bytes])
+                .map_err(backend_error("store receipt bytes"))?;
+        }
+        for chunk in receipts.chunks(ROWS_PER_STATEMENT) {
+            let ids: Vec<&str> = chunk.iter().map(|(id, _, _)| *id).collect();
+            let hashes: Vec<&[u8]> = chunk.iter().map(|(_, h, _)| &h[..]).collect();
+            let added = tx
+                .query(&statements.put_receipts, &[&session_id, &ids, &hashes])
+                .map_err(backend_error("index receipts"))?;
+            if added.len() < chunk.len() {
+                let clash = tx
+                    .query_opt(&statements.receipt_clash, &[&session_id, &ids, &hashes])
+                    .map_err(backend_error("read receipts"))?;
+                if let Some(row) = clash {
+                    return Err(StoreError::ReceiptTaken {
+                        context_id: context_id.to_owned(),
+                        id: column(&row, 0, "read receipts")?,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn session_row(
+        tx: &mut postgres::Transaction<'_>,
+        statements: &Statements,
+        context_id: &str,
+    ) -> Result<(i64, Option<String>, i64), StoreError> {
+        let row = tx
+            .query_one(&statements.lock_session, &[&context_id])
+            .map_err(backend_error("lock session"))?;
+        Ok((
+            column(&row, 0, "lock session")?,
+            column(&row, 1, "lock session")?,
+            column(&row, 2, "lock session")?,
+        ))
+    }
+}
+
+fn migrate(client: &mut Client) -> Result<(), StoreError> {
+    migrate_with(client, MIGRATIONS)
+}
+
+/// Applies the migrations newer than the database's version, in one transaction.
+fn migrate_with(client: &mut Client, migrations: &[(i32, &str)]) -> Result<(), StoreError> {
+    let latest = migrations.last().map_or(0, |(v, _)| *v);
+    let mut tx = client
+        .transaction()
+        .map_err(backend_error("begin migration"))?;
+    // Instances starting together take turns; the lock is per schema and ends with the
+    // transaction.
+    tx.batch_execute(
+        "SELECT pg_advisory_xact_lock(1668576359, hashtext(current_schema()));
+         CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY);",
+    )
+    .map_err(backend_error("create schema_version"))?;
+    let row = tx
+        .query_one("SELECT COALESCE(MAX(version), 0) FROM schema_version", &[])
+        .map_err(backend_error("read schema_version"))?;
+    let current: i32 = column(&row, 0, "read schema_version")?;
+    if current > latest {
+        return Err(StoreError::Corrupt {
+            context_id: "schema_version".into(),
+            message: format!(
+                "the database is at schema version {current}, newer than this ctxgc knows ({latest}); upgrade ctxgc"
+            ),
+        });
+    }
+    for (version, sql) in migrations.iter().filter(|(v, _)| *v > current) {
+        let what = format!("migrate to schema version {version}");
+        tx.batch_execute(sql).map_err(backend_error(&what))?;
+        tx.execute(
+            "INSERT INTO schema_version (version) VALUES ($1)",
+            &[version],
+        )
+        .map_err(backend_error(&what))?;
+    }
+    tx.commit().map_err(backend_error("commit migration"))
+}
+
+impl Store for PostgresStore {
+    fn backend(&self) -> &'static str {
+        BACKEND
+    }
+
+    fn append(
+        &mut self,
+        context_id: &str,
+        format: Format,
+        expected_seq: u64,
+        items: &[Item],
+    ) -> Result<u64, StoreError> {
+        let expected = to_i64(expected_seq, "sequence number")?;
+        let count = to_i64(items.len() as u64, "batch size")?;
+        let bodies: Vec<Vec<u8>> = items
+            .iter()
+            .map(|item| {
+                codec::encode_item(item).map_err(|message| StoreError::Corrupt {
+                    context_id: context_id.to_owned(),
+                    message,
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let receipts: ReceiptRows<'_> = items
+            .iter()
+            .map(|item| {
+                let raw = item.raw.as_bytes();
+                (item.id.as_str(), blob_hash(raw), raw)
+            })
+            .collect();
+        self.ensure_connected()?;
+        let PostgresStore {
+            client, statements, ..
+        } = self;
+        let mut tx = client
+            .transaction()
+            .map_err(backend_error("begin append"))?;
+        let (session_id, stored_format, next) = Self::session_row(&mut tx, statements, context_id)?;
+        if next != expected {
+            return Err(StoreError::Conflict {
+                context_id: context_id.to_owned(),
+                expected: expected_seq,
+                actual: to_u64(next, context_id, "sequence number")?,
+            });
+        }
+        match parse_format(stored_format, context_id)? {
+            Some(stored) if stored != format => {
+                return Err(StoreError::FormatMismatch {
+                    context_id: context_id.to_owned(),
+                    stored: stored.name(),
+                    appended: format.name(),
+                });
+            }
+            Some(_) => {}
+            None => {
+                tx.execute(&statements.set_format, &[&session_id, &format.name()])
+                    .map_err(backend_error("set session format"))?;
+            }
+        }
+        Self::index_receipts(&mut tx, statements, session_id, context_id, &receipts)?;
+        for (chunk_index, chunk) in receipts.chunks(ROWS_PER_STATEMENT).enumerate() {
+            let first = chunk_index * ROWS_PER_STATEMENT;
+            let seqs: Vec<i64> = (0..chunk.len())
+                .map(|k| to_i64((first + k) as u64, "sequence number").map(|k| expected + k))
+                .collect::<Result<_, _>>()?;
+            let ids: Vec<&str> = chunk.iter().map(|(id, _, _)| *id).collect();
+            let hashes: Vec<&[u8]> = chunk.iter().map(|(_, h, _)| &h[..]).collect();
+            let chunk_bodies: Vec<&[u8]> = bodies[first..first + chunk.len()]
+                .iter()
+                .map(Vec::as_slice)
+                .collect();
+            tx.execute(
+                &statements.put_items,
+                &[&session_id, &seqs, &ids, &hashes, &chunk_bodies],
+            )
+            .map_err(backend_error("store items"))?;
+        }
+        let new_next = expected + count;
+        tx.execute(&statements.advance, &[&session_id, &new_next])
+            .map_err(backend_error("advance session"))?;
+        tx.commit().map_err(backend_error("commit append"))?;
+        to_u64(new_next, context_id, "sequence number")
+    }
+
+    fn info(&mut self, context_id: &str) -> Result<Option<SessionInfo>, StoreError> {
+        self.ensure_connected()?;
+        let row = self
+            .client
+            .query_opt(
+                "SELECT format, next_seq FROM sessions WHERE context_id = $1",
+                &[&context_id],
+            )
+            .map_err(backend_error("read session"))?;
+        row.map(|row| {
+            Ok(SessionInfo {
+                context_id: context_id.to_owned(),
+                format: parse_format(column(&row, 0, "read session")?, context_id)?,
+                items: to_u64(
+                    column(&row, 1, "read session")?,
+                    context_id,
+                    "sequence number",
+                )?,
+            })
+        })
+        .transpose()
+    }
+
+    fn items(&mut self, context_id: &str, from: u64) -> Result<Vec<Item>, StoreError> {
+        self.ensure_connected()?;
+        let from_i = to_i64(from, "sequence number")?;
+        let rows = self
+            .client
+            .query(
+                "SELECT i.seq, i.body, b.bytes FROM items i
+                 JOIN sessions s ON s.id = i.session_id
+                 JOIN blobs b ON b.hash = i.hash
+                 WHERE s.context_id = $1 AND i.seq >= $2 ORDER BY i.seq",
+                &[&context_id, &from_i],
+            )
+            .map_err(backend_error("read items"))?;
+        let mut items = Vec::with_capacity(rows.len());
+        for (n, row) in rows.iter().enumerate() {
+            let seq: i64 = column(row, 0, "read items")?;
+            let want = from_i + n as i64;
+            if seq != want {
+                return Err(StoreError::Corrupt {
+                    context_id: context_id.to_owned(),
+                    message: format!("item sequence {want} is missing (found {seq})"),
+                });
+            }
+            let body: &[u8] = column(row, 1, "read items")?;
+            let raw: Vec<u8> = column(row, 2, "read items")?;
+            items.push(
+                codec::decode_item(body, raw).map_err(|message| StoreError::Corrupt {
+                    context_id: context_id.to_owned(),
+                    message: format!("item at sequence {seq}: {message}"),
+                })?,
+            );
+        }
+        Ok(items)
+    }
+
+    fn sessions(&mut self) -> Result<Vec<SessionInfo>, StoreError> {
+        self.ensure_connected()?;
+        let rows = self
+            .client
+            .query(
+                "SELECT context_id, format, next_seq FROM sessions ORDER BY context_id",
+                &[],
+            )
+            .map_err(backend_error("list sessions"))?;
+        rows.iter()
+            .map(|row| {
+                let context_id: String = column(row, 0, "list sessions")?;
+                Ok(SessionInfo {
+                    format: parse_format(column(row, 1, "list sessions")?, &context_id)?,
+                    items: to_u64(
+                        column(row, 2, "list sessions")?,
+                        &context_id,
+                        "sequence number",
+                    )?,
+                    context_id,
+                })
+            })
+            .collect()
+    }
+
+    fn save_snapshot(
+        &mut self,
+        context_id: &str,
+        fingerprint: &str,
+        snapshot: &Snapshot,
+    ) -> Result<(), StoreError> {
+        let body =
+            codec::encode_session(&snapshot.session).map_err(|message| StoreError::Corrupt {
+                context_id: context_id.to_owned(),
+                message,
+            })?;
+        let seq = to_i64(snapshot.seq, "sequence number")?;
+        self.ensure_connected()?;
+        let row = self
+            .client
+            .query_opt(
+                "SELECT id, next_seq FROM sessions WHERE context_id = $1",
+                &[&context_id],
+            )
+            .map_err(backend_error("read session"))?;
+        let (session_id, next): (i64, i64) = match &row {
+            Some(row) => (
+                column(row, 0, "read session")?,
+                column(row, 1, "read session")?,
+            ),
+            None => (0, 0),
+        };
+        if seq > next {
+            return Err(StoreError::Corrupt {
+                context_id: context_id.to_owned(),
+                message: format!(
+                    "a snapshot over {seq} items cannot be saved: the session has {next}"
+                ),
+            });
+        }
+        if row.is_none() {
+            return Ok(()); // an empty snapshot of an empty session: nothing to keep
+        }
+        self.client
+            .execute(
+                "INSERT INTO snapshots (session_id, fingerprint, seq, body) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (session_id, fingerprint) DO UPDATE SET seq = EXCLUDED.seq, body = EXCLUDED.body
+                 WHERE snapshots.seq < EXCLUDED.seq",
+                &[&session_id, &fingerprint, &seq, &body],
+            )
+            .map(|_| ())
+            .map_err(backend_error("save snapshot"))
+    }
+
+    fn load_snapshot(
+        &mut self,
+        context_id: &str,
+        fingerprint: &str,
+    ) -> Result<Option<Snapshot>, StoreError> {
+        self.ensure_connected()?;
+        let row = self
+            .client
+            .query_opt(
+                "SELECT n.seq, n.body FROM snapshots n JOIN sessions s ON s.id = n.session_id
+                 WHERE s.context_id = $1 AND n.fingerprint = $2",
+                &[&context_id, &fingerprint],
+            )
+            .map_err(backend_error("load snapshot"))?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let seq = to_u64(
+            column(&row, 0, "load snapshot")?,
+            context_id,
+            "sequence number",
+        )?;
+        let body: &[u8] = column(&row, 1, "load snapshot")?;
+        Ok(codec::decode_session(body).map(|session| Snapshot { seq, session }))
+    }
+
+    fn put_receipt(
+        &mut self,
+        context_id: &str,
+        id: &str,
+        original: &[u8],
+    ) -> Result<String, StoreError> {
+        let hash = blob_hash(original);
+        self.ensure_connected()?;
+        let PostgresStore {
+            client, statements, ..
+        } = self;
+        let mut tx = client
+            .transaction()
+            .map_err(backend_error("begin receipt"))?;
+        let (session_id, _, _) = Self::session_row(&mut tx, statements, context_id)?;
+        Self::index_receipts(
+            &mut tx,
+            statements,
+            session_id,
+            context_id,
+            &vec![(id, hash, original)],
+        )?;
+        tx.commit().map_err(backend_error("commit receipt"))?;
+        Ok(hex(&hash))
+    }
+
+    fn receipt(&mut self, context_id: &str, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.ensure_connected()?;
+        let row = self
+            .client
+            .query_opt(
+                "SELECT b.bytes FROM receipts r
+                 JOIN sessions s ON s.id = r.session_id
+                 JOIN blobs b ON b.hash = r.hash
+                 WHERE s.context_id = $1 AND r.receipt_id = $2",
+                &[&context_id, &id],
+            )
+            .map_err(backend_error("read receipt"))?;
+        row.map(|row| column(&row, 0, "read receipt")).transpose()
+    }
+
+    fn receipt_by_hash(
+        &mut self,
+        context_id: &str,
+        hash: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let Some(hash) = hash_from_hex(hash) else {
+            return Ok(None);
+        };
+        self.ensure_connected()?;
+        let row = self
+            .client
+            .query_opt(
+                "SELECT b.bytes FROM blobs b WHERE b.hash = $2 AND EXISTS (
+                   SELECT 1 FROM receipts r JOIN sessions s ON s.id = r.session_id
+                   WHERE s.context_id = $1 AND r.hash = $2)",
+                &[&context_id, &&hash[..]],
+            )
+            .map_err(backend_error("read receipt"))?;
+        row.map(|row| column(&row, 0, "read receipt")).transpose()
+    }
+
+    fn put_state(&mut self, scope: &str, key: &str, value: &[u8]) -> Result<(), StoreError> {
+        self.ensure_connected()?;
+        self.client
+            .execute(
+                "INSERT INTO state (scope, key, value) VALUES ($1, $2, $3)
+                 ON CONFLICT (scope, key) DO UPDATE SET value = EXCLUDED.value",
+                &[&scope, &key, &value],
+            )
+            .map(|_| ())
+            .map_err(backend_error("save state"))
+    }
+
+    fn state(&mut self, scope: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.ensure_connected()?;
+        let row = self
+            .client
+            .query_opt(
+                "SELECT value FROM state WHERE scope = $1 AND key = $2",
+                &[&scope, &key],
+            )
+            .map_err(backend_error("read state"))?;
+        row.map(|row| column(&row, 0, "read state")).transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_older_database_gets_only_the_newer_migrations() {
+        let db = match crate::testing::postgres() {
+            Ok(db) => db,
+            Err(why) if std::env::var_os("CI").is_some() => panic!("PostgreSQL required: {why}"),
+            Err(why) => return eprintln!("note: PostgreSQL test skipped ({why})"),
+        };
+        let crate::Location::Postgres(url) = &db.location else {
+            unreachable!("a PostgreSQL test database")
+        };
+        let mut store = PostgresStore::connect(url).unwrap();
+        store
+            .put_state("scope", "key", b"kept across the upgrade")
+            .unwrap();
+        let next = [
+            MIGRATIONS[0],
+            (
+                2,
+                "CREATE TABLE added_in_2 (x INTEGER); INSERT INTO added_in_2 VALUES (7);",
+            ),
+        ];
+        migrate_with(&mut store.client, &next).unwrap();
+        assert_eq!(store.schema_version().unwrap(), 2);
+        migrate_with(&mut store.client, &next).unwrap();
+        let row = store
+            .client
+            .query_one("SELECT COUNT(*) FROM added_in_2", &[])
+            .unwrap();
+        assert_eq!(row.get::<_, i64>(0), 1);
+        assert_eq!(
+            store.state("scope", "key").unwrap().as_deref(),
+            Some(&b"kept across the upgrade"[..])
+        );
+        drop(store);
+        let err = PostgresStore::connect(url).unwrap_err();
+        assert!(err.to_string().contains("schema version 2"), "{err}");
+    }
+}

@@ -1,0 +1,636 @@
+//! The embedded backend: one SQLite file in WAL mode.
+//!
+//! Every append is one `BEGIN IMMEDIATE` transaction (writers queue on SQLite's write lock)
+//! committed with `synchronous = FULL`, so an acknowledged append survives the process being
+//! killed and the machine losing power. Several processes may share the file: readers never
+//! block writers, writers wait for each other (up to [`BUSY_TIMEOUT`]).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ctxgc_core::store::{SessionInfo, Snapshot, Store, StoreError};
+use ctxgc_core::{Format, Item};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use crate::codec;
+use crate::{blob_hash, hash_from_hex, hex};
+
+/// How long a writer waits for another process's transaction before giving up.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
+
+const BACKEND: &str = "sqlite";
+
+/// Schema migrations, in order; each runs once, in a transaction, when a database is opened.
+const MIGRATIONS: &[(i64, &str)] = &[(
+    1,
+    "CREATE TABLE sessions (
+        id INTEGER PRIMARY KEY,
+        context_id TEXT NOT NULL UNIQUE,
+        format TEXT,
+        next_seq INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE blobs (
+        hash BLOB PRIMARY KEY,
+        bytes BLOB NOT NULL
+    );
+    CREATE TABLE receipts (
+        session_id INTEGER NOT NULL REFERENCES sessions(id),
+        receipt_id TEXT NOT NULL,
+        hash BLOB NOT NULL REFERENCES blobs(hash),
+        PRIMARY KEY (session_id, receipt_id)
+    );
+    CREATE INDEX receipts_by_hash ON receipts(session_id, hash);
+    CREATE TABLE items (
+        session_id INTEGER NOT NULL REFERENCES sessions(id),
+        seq INTEGER NOT NULL,
+        item_id TEXT NOT NULL,
+        hash BLOB NOT NULL REFERENCES blobs(hash),
+        body BLOB NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    );
+    CREATE TABLE snapshots (
+        session_id INTEGER NOT NULL REFERENCES sessions(id),
+        fingerprint TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        body BLOB NOT NULL,
+        PRIMARY KEY (session_id, fingerprint)
+    );
+    CREATE TABLE state (
+        scope TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value BLOB NOT NULL,
+        PRIMARY KEY (scope, key)
+    );",
+)];
+
+/// The newest schema version this build knows.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
+
+fn backend_error(operation: &str) -> impl FnOnce(rusqlite::Error) -> StoreError + '_ {
+    move |e| StoreError::Backend {
+        backend: BACKEND,
+        message: format!("{operation}: {e}"),
+    }
+}
+
+fn to_i64(value: u64, what: &str) -> Result<i64, StoreError> {
+    i64::try_from(value).map_err(|_| StoreError::Backend {
+        backend: BACKEND,
+        message: format!("{what} {value} is out of range"),
+    })
+}
+
+fn to_u64(value: i64, context_id: &str, what: &str) -> Result<u64, StoreError> {
+    u64::try_from(value).map_err(|_| StoreError::Corrupt {
+        context_id: context_id.to_owned(),
+        message: format!("negative {what} {value}"),
+    })
+}
+
+fn parse_format(name: Option<String>, context_id: &str) -> Result<Option<Format>, StoreError> {
+    match name {
+        None => Ok(None),
+        Some(name) => Format::from_name(&name)
+            .map(Some)
+            .ok_or_else(|| StoreError::Corrupt {
+                context_id: context_id.to_owned(),
+                message: format!("unknown format {name:?}"),
+            }),
+    }
+}
+
+/// Switches the database to WAL mode. Changing the mode needs a moment alone with the file,
+/// which SQLite does not wait for: two processes creating the database together retry.
+fn set_wal(conn: &Connection) -> Result<String, rusqlite::Error> {
+    let mut attempts = 0;
+    loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0)) {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy && attempts < 200 =>
+            {
+                attempts += 1;
+                std::thread::sleep(Duration::from_millis(25));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// A session store in one SQLite file.
+///
+/// ```
+/// use ctxgc_core::store::Store;
+/// let dir = tempfile::tempdir().unwrap();
+/// let mut store = ctxgc_store::SqliteStore::open(dir.path().join("ctxgc.db")).unwrap();
+/// store.put_state("ctx-1", "mode", b"auto").unwrap();
+/// assert_eq!(store.state("ctx-1", "mode").unwrap().as_deref(), Some(&b"auto"[..]));
+/// ```
+#[derive(Debug)]
+pub struct SqliteStore {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl SqliteStore {
+    /// Opens (creating it, and its folder, if needed) the database at `path`, and brings its
+    /// schema up to date.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::Backend {
+                backend: BACKEND,
+                message: format!("cannot create {}: {e}", dir.display()),
+            })?;
+        }
+        let what = format!("open {}", path.display());
+        let conn = Connection::open(&path).map_err(backend_error(&what))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(backend_error(&what))?;
+        // WAL: readers do not block the writer. FULL: a commit is on disk before it returns.
+        let mode = set_wal(&conn).map_err(backend_error(&what))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Backend {
+                backend: BACKEND,
+                message: format!("{what}: the database refused WAL mode (got {mode:?})"),
+            });
+        }
+        conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
+            .map_err(backend_error(&what))?;
+        let mut store = SqliteStore { conn, path };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The schema version the database is at.
+    pub fn schema_version(&self) -> Result<i64, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT COALESCE(MAX(version), 0) FROM schema_version",
+                [],
+                |row| row.get(0),
+            )
+            .map_err(backend_error("read schema_version"))
+    }
+
+    /// How many distinct payloads the receipts hold (identical bytes count once).
+    pub fn distinct_payloads(&self) -> Result<u64, StoreError> {
+        let n: i64 = self
+            .conn
+            .query_row("SELECT COUNT(*) FROM blobs", [], |row| row.get(0))
+            .map_err(backend_error("count blobs"))?;
+        to_u64(n, "", "count")
+    }
+
+    fn migrate(&mut self) -> Result<(), StoreError> {
+        self.migrate_with(MIGRATIONS)
+    }
+
+    /// Applies the migrations newer than the database's version, in one transaction.
+    fn migrate_with(&mut self, migrations: &[(i64, &str)]) -> Result<(), StoreError> {
+        let latest = migrations.last().map_or(0, |(v, _)| *v);
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(backend_error("begin migration"))?;
+        tx.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY)")
+            .map_err(backend_error("create schema_version"))?;
+        let current: i64 = tx
+            .query_row(
+                "SELECT COALESCE(MAX(version), 0) FROM schema_version",
+                [],
+                |row| row.get(0),
+            )
+            .map_err(backend_error("read schema_version"))?;
+        if current > latest {
+            return Err(StoreError::Corrupt {
+                context_id: "schema_version".into(),
+                message: format!(
+                    "the database is at schema version {current}, newer than this ctxgc knows ({latest}); upgrade ctxgc"
+                ),
+            });
+        }
+        for (version, sql) in migrations.iter().filter(|(v, _)| *v > current) {
+            let what = format!("migrate to schema version {version}");
+            tx.execute_batch(sql).map_err(backend_error(&what))?;
+            tx.execute(
+                "INSERT INTO schema_version (version) VALUES (?1)",
+                [version],
+            )
+            .map_err(backend_error(&what))?;
+        }
+        tx.commit().map_err(backend_error("commit migration"))
+    }
+
+    fn session_id(&self, context_id: &str) -> Result<Option<i64>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT id FROM sessions WHERE context_id = ?1",
+                [context_id],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(backend_error("find session"))
+    }
+}
+
+/// Indexes receipt `id` → `hash` for a session inside a transaction; refuses different bytes.
+fn index_receipt(
+    tx: &rusqlite::Transaction<'_>,
+    session_id: i64,
+    context_id: &str,
+    id: &str,
+    hash: &[u8],
+    bytes: &[u8],
+) -> Result<(), StoreError> {
+    tx.prepare_cached("INSERT OR IGNORE INTO blobs (hash, bytes) VALUES (?1, ?2)")
+        .and_then(|mut s| s.execute(params![hash, bytes]))
+        .map_err(backend_error("store receipt bytes"))?;
+    let added = tx
+        .prepare_cached(
+            "INSERT INTO receipts (session_id, receipt_id, hash) VALUES (?1, ?2, ?3)
+             ON CONFLICT (session_id, receipt_id) DO NOTHING",
+        )
+        .and_then(|mut s| s.execute(params![session_id, id, hash]))
+        .map_err(backend_error("index receipt"))?;
+    if added == 0 {
+        let held: Vec<u8> = tx
+            .prepare_cached("SELECT hash FROM receipts WHERE session_id = ?1 AND receipt_id = ?2")
+            .and_then(|mut s| s.query_row(params![session_id, id], |row| row.get(0)))
+            .map_err(backend_error("read receipt"))?;
+        if held != hash {
+            return Err(StoreError::ReceiptTaken {
+                context_id: context_id.to_owned(),
+                id: id.to_owned(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The session's row id, creating the session (without a format) if it does not exist.
+fn ensure_session(tx: &rusqlite::Transaction<'_>, context_id: &str) -> Result<i64, StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO sessions (context_id) VALUES (?1) ON CONFLICT (context_id) DO NOTHING",
+    )
+    .and_then(|mut s| s.execute([context_id]))
+    .map_err(backend_error("create session"))?;
+    tx.prepare_cached("SELECT id FROM sessions WHERE context_id = ?1")
+        .and_then(|mut s| s.query_row([context_id], |row| row.get(0)))
+        .map_err(backend_error("find session"))
+}
+
+impl Store for SqliteStore {
+    fn backend(&self) -> &'static str {
+        BACKEND
+    }
+
+    fn append(
+        &mut self,
+        context_id: &str,
+        format: Format,
+        expected_seq: u64,
+        items: &[Item],
+    ) -> Result<u64, StoreError> {
+        let expected = to_i64(expected_seq, "sequence number")?;
+        let encoded: Vec<(Vec<u8>, [u8; 32])> = items
+            .iter()
+            .map(|item| {
+                codec::encode_item(item)
+                    .map(|body| (body, blob_hash(item.raw.as_bytes())))
+                    .map_err(|message| StoreError::Corrupt {
+                        context_id: context_id.to_owned(),
+                        message,
+                    })
+            })
+            .collect::<Result<_, _>>()?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(backend_error("begin append"))?;
+        let session_id = ensure_session(&tx, context_id)?;
+        let (stored_format, next): (Option<String>, i64) = tx
+            .prepare_cached("SELECT format, next_seq FROM sessions WHERE id = ?1")
+            .and_then(|mut s| s.query_row([session_id], |row| Ok((row.get(0)?, row.get(1)?))))
+            .map_err(backend_error("read session"))?;
+        if next != expected {
+            return Err(StoreError::Conflict {
+                context_id: context_id.to_owned(),
+                expected: expected_seq,
+                actual: to_u64(next, context_id, "sequence number")?,
+            });
+        }
+        match parse_format(stored_format, context_id)? {
+            Some(stored) if stored != format => {
+                return Err(StoreError::FormatMismatch {
+                    context_id: context_id.to_owned(),
+                    stored: stored.name(),
+                    appended: format.name(),
+                });
+            }
+            Some(_) => {}
+            None => {
+                tx.prepare_cached("UPDATE sessions SET format = ?2 WHERE id = ?1")
+                    .and_then(|mut s| s.execute(params![session_id, format.name()]))
+                    .map_err(backend_error("set session format"))?;
+            }
+        }
+        for (offset, (item, (body, hash))) in items.iter().zip(&encoded).enumerate() {
+            index_receipt(
+                &tx,
+                session_id,
+                context_id,
+                &item.id,
+                hash,
+                item.raw.as_bytes(),
+            )?;
+            let seq = expected + to_i64(offset as u64, "sequence number")?;
+            tx.prepare_cached(
+                "INSERT INTO items (session_id, seq, item_id, hash, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .and_then(|mut s| s.execute(params![session_id, seq, item.id, &hash[..], body]))
+            .map_err(backend_error("store item"))?;
+        }
+        let new_next = expected + to_i64(items.len() as u64, "sequence number")?;
+        tx.prepare_cached("UPDATE sessions SET next_seq = ?2 WHERE id = ?1")
+            .and_then(|mut s| s.execute(params![session_id, new_next]))
+            .map_err(backend_error("advance session"))?;
+        tx.commit().map_err(backend_error("commit append"))?;
+        to_u64(new_next, context_id, "sequence number")
+    }
+
+    fn info(&mut self, context_id: &str) -> Result<Option<SessionInfo>, StoreError> {
+        let row: Option<(Option<String>, i64)> = self
+            .conn
+            .prepare_cached("SELECT format, next_seq FROM sessions WHERE context_id = ?1")
+            .and_then(|mut s| {
+                s.query_row([context_id], |row| Ok((row.get(0)?, row.get(1)?)))
+                    .optional()
+            })
+            .map_err(backend_error("read session"))?;
+        row.map(|(format, next)| {
+            Ok(SessionInfo {
+                context_id: context_id.to_owned(),
+                format: parse_format(format, context_id)?,
+                items: to_u64(next, context_id, "sequence number")?,
+            })
+        })
+        .transpose()
+    }
+
+    fn items(&mut self, context_id: &str, from: u64) -> Result<Vec<Item>, StoreError> {
+        let Some(session_id) = self.session_id(context_id)? else {
+            return Ok(Vec::new());
+        };
+        let from_i = to_i64(from, "sequence number")?;
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT i.seq, i.body, b.bytes FROM items i JOIN blobs b ON b.hash = i.hash
+                 WHERE i.session_id = ?1 AND i.seq >= ?2 ORDER BY i.seq",
+            )
+            .map_err(backend_error("read items"))?;
+        let rows = stmt
+            .query_map(params![session_id, from_i], |row| {
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, Vec<u8>>(1)?,
+                    row.get::<_, Vec<u8>>(2)?,
+                ))
+            })
+            .map_err(backend_error("read items"))?;
+        let mut items = Vec::new();
+        for (n, row) in rows.enumerate() {
+            let (seq, body, raw) = row.map_err(backend_error("read items"))?;
+            let want = from_i + n as i64;
+            if seq != want {
+                return Err(StoreError::Corrupt {
+                    context_id: context_id.to_owned(),
+                    message: format!("item sequence {want} is missing (found {seq})"),
+                });
+            }
+            items.push(
+                codec::decode_item(&body, raw).map_err(|message| StoreError::Corrupt {
+                    context_id: context_id.to_owned(),
+                    message: format!("item at sequence {seq}: {message}"),
+                })?,
+            );
+        }
+        Ok(items)
+    }
+
+    fn sessions(&mut self) -> Result<Vec<SessionInfo>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT context_id, format, next_seq FROM sessions ORDER BY context_id")
+            .map_err(backend_error("list sessions"))?;
+        let rows = stmt
+            .query_map([], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, Option<String>>(1)?,
+                    row.get::<_, i64>(2)?,
+                ))
+            })
+            .map_err(backend_error("list sessions"))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (context_id, format, next) = row.map_err(backend_error("list sessions"))?;
+            out.push(SessionInfo {
+                format: parse_format(format, &context_id)?,
+                items: to_u64(next, &context_id, "sequence number")?,
+                context_id,
+            });
+        }
+        Ok(out)
+    }
+
+    fn save_snapshot(
+        &mut self,
+        context_id: &str,
+        fingerprint: &str,
+        snapshot: &Snapshot,
+    ) -> Result<(), StoreError> {
+        let body =
+            codec::encode_session(&snapshot.session).map_err(|message| StoreError::Corrupt {
+                context_id: context_id.to_owned(),
+                message,
+            })?;
+        let seq = to_i64(snapshot.seq, "sequence number")?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(backend_error("begin snapshot"))?;
+        let row: Option<(i64, i64)> = tx
+            .query_row(
+                "SELECT id, next_seq FROM sessions WHERE context_id = ?1",
+                [context_id],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()
+            .map_err(backend_error("read session"))?;
+        let (session_id, next) = row.unwrap_or((0, 0));
+        if seq > next {
+            return Err(StoreError::Corrupt {
+                context_id: context_id.to_owned(),
+                message: format!(
+                    "a snapshot over {seq} items cannot be saved: the session has {next}"
+                ),
+            });
+        }
+        if row.is_none() {
+            return Ok(()); // an empty snapshot of an empty session: nothing to keep
+        }
+        tx.execute(
+            "INSERT INTO snapshots (session_id, fingerprint, seq, body) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (session_id, fingerprint) DO UPDATE SET seq = excluded.seq, body = excluded.body
+             WHERE excluded.seq > snapshots.seq",
+            params![session_id, fingerprint, seq, body],
+        )
+        .map_err(backend_error("save snapshot"))?;
+        tx.commit().map_err(backend_error("commit snapshot"))
+    }
+
+    fn load_snapshot(
+        &mut self,
+        context_id: &str,
+        fingerprint: &str,
+    ) -> Result<Option<Snapshot>, StoreError> {
+        // Decoded straight from SQLite's buffer: a snapshot of a long session is tens of MB.
+        let row: Option<(i64, Option<ctxgc_core::Session>)> = self
+            .conn
+            .query_row(
+                "SELECT n.seq, n.body FROM snapshots n JOIN sessions s ON s.id = n.session_id
+                 WHERE s.context_id = ?1 AND n.fingerprint = ?2",
+                [context_id, fingerprint],
+                |row| {
+                    let body = row.get_ref(1)?.as_blob()?;
+                    Ok((row.get(0)?, codec::decode_session(body)))
+                },
+            )
+            .optional()
+            .map_err(backend_error("load snapshot"))?;
+        let Some((seq, session)) = row else {
+            return Ok(None);
+        };
+        let seq = to_u64(seq, context_id, "sequence number")?;
+        Ok(session.map(|session| Snapshot { seq, session }))
+    }
+
+    fn put_receipt(
+        &mut self,
+        context_id: &str,
+        id: &str,
+        original: &[u8],
+    ) -> Result<String, StoreError> {
+        let hash = blob_hash(original);
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(backend_error("begin receipt"))?;
+        let session_id = ensure_session(&tx, context_id)?;
+        index_receipt(&tx, session_id, context_id, id, &hash, original)?;
+        tx.commit().map_err(backend_error("commit receipt"))?;
+        Ok(hex(&hash))
+    }
+
+    fn receipt(&mut self, context_id: &str, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT b.bytes FROM receipts r
+                 JOIN sessions s ON s.id = r.session_id
+                 JOIN blobs b ON b.hash = r.hash
+                 WHERE s.context_id = ?1 AND r.receipt_id = ?2",
+            )
+            .and_then(|mut s| s.query_row([context_id, id], |row| row.get(0)).optional())
+            .map_err(backend_error("read receipt"))
+    }
+
+    fn receipt_by_hash(
+        &mut self,
+        context_id: &str,
+        hash: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let Some(hash) = hash_from_hex(hash) else {
+            return Ok(None);
+        };
+        self.conn
+            .prepare_cached(
+                "SELECT b.bytes FROM blobs b WHERE b.hash = ?2 AND EXISTS (
+                   SELECT 1 FROM receipts r JOIN sessions s ON s.id = r.session_id
+                   WHERE s.context_id = ?1 AND r.hash = ?2)",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![context_id, &hash[..]], |row| row.get(0))
+                    .optional()
+            })
+            .map_err(backend_error("read receipt"))
+    }
+
+    fn put_state(&mut self, scope: &str, key: &str, value: &[u8]) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO state (scope, key, value) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (scope, key) DO UPDATE SET value = excluded.value",
+                params![scope, key, value],
+            )
+            .map(|_| ())
+            .map_err(backend_error("save state"))
+    }
+
+    fn state(&mut self, scope: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT value FROM state WHERE scope = ?1 AND key = ?2",
+                [scope, key],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(backend_error("read state"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_older_database_gets_only_the_newer_migrations() {
+        let db = crate::testing::sqlite();
+        let crate::Location::Sqlite(path) = &db.location else {
+            unreachable!("a SQLite test database")
+        };
+        let mut store = SqliteStore::open(path).unwrap();
+        store
+            .put_state("scope", "key", b"kept across the upgrade")
+            .unwrap();
+        let next = [
+            MIGRATIONS[0],
+            (
+                2,
+                "CREATE TABLE added_in_2 (x INTEGER); INSERT INTO added_in_2 VALUES (7);",
+            ),
+        ];
+        store.migrate_with(&next).unwrap();
+        assert_eq!(store.schema_version().unwrap(), 2);
+        // Applied once: running the list again must not insert a second row.
+        store.migrate_with(&next).unwrap();
+        let rows: i64 = store
+            .conn
+            .query_row("SELECT COUNT(*) FROM added_in_2", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(rows, 1);
+        assert_eq!(
+            store.state("scope", "key").unwrap().as_deref(),
+            Some(&b"kept across the upgrade"[..])
+        );
+        // This build (version 1) now refuses the upgraded database.
+        drop(store);
+        let err = SqliteStore::open(path).unwrap_err();
+        assert!(err.to_string().contains("schema version 2"), "{err}");
+    }
+}
