@@ -3,8 +3,9 @@
 //! runs on every backend.
 //!
 //! PostgreSQL is found at `$CTXGC_TEST_PG`, else [`DEFAULT_TEST_PG`]. When it does not answer,
-//! the PostgreSQL half of a suite is skipped with a note, except under CI (`CI` set), where
-//! that is an error: CI starts the server before the tests (`.ci/postgres.sh`).
+//! the PostgreSQL half of a suite is skipped with a note, except under CI (`CI` or
+//! `CTXGC_REQUIRE_SERVICES` set), where that is an error: CI starts the server before the
+//! tests (`.ci/postgres.sh`).
 //!
 //! ```
 //! use ctxgc_core::store::Store;
@@ -117,17 +118,22 @@ pub fn postgres() -> Result<TestDb, String> {
     })
 }
 
+/// True when tests must not skip what needs a service (under CI).
+pub fn services_required() -> bool {
+    std::env::var_os("CI").is_some() || std::env::var_os("CTXGC_REQUIRE_SERVICES").is_some()
+}
+
 /// One fresh database per backend: SQLite always, PostgreSQL when it answers (and under CI,
 /// where it must).
 ///
 /// # Panics
 ///
-/// Under CI (`CI` set) when PostgreSQL does not answer.
+/// When PostgreSQL does not answer and [`services_required`].
 pub fn test_databases() -> Vec<TestDb> {
     let mut out = vec![sqlite()];
     match postgres() {
         Ok(db) => out.push(db),
-        Err(why) if std::env::var_os("CI").is_some() => {
+        Err(why) if services_required() => {
             panic!("PostgreSQL is required under CI and does not answer: {why}")
         }
         Err(why) => eprintln!(

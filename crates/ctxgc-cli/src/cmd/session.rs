@@ -136,12 +136,14 @@ fn open_store(db: &DbArg) -> Result<AnyStore, Failure> {
     ctxgc_store::open(&location).map_err(|e| Failure::Input(format!("{location}: {e}")))
 }
 
-/// The empty session a stored session of `format` is compiled with.
+/// The empty session a stored session of `format` is compiled with. Only event traces are
+/// stored for now: a chat is compiled together with its document's envelope, which a stored
+/// session does not keep yet, so a chat is refused before anything is written.
 fn template(format: Format, options: &Options) -> Result<Session, Failure> {
     match format {
         Format::Events => Ok(Session::new(options.retention.clone())),
         other => Err(Failure::Input(format!(
-            "stored {} sessions cannot be compiled yet",
+            "stored sessions hold event traces for now; {} input cannot be appended to one yet",
             other.name()
         ))),
     }

@@ -414,7 +414,8 @@ impl Projection {
             Output::Opaque(_) => Outcome::AsIs,
         };
         if is_failure(output, is_error) {
-            return as_given(Outcome::AsIs, Untrimmed::Failure);
+            // Nothing hidden from an error; re-serialising it loses nothing.
+            return as_given(plain, Untrimmed::Failure);
         }
         let Some(t) = self.tools.get(tool) else {
             return as_given(plain, Untrimmed::UnknownTool);

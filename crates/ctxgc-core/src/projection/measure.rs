@@ -211,8 +211,6 @@ pub fn measure_observed(
                     Outcome::AsIs => call_seen.tokens,
                     _ => count(&plain.text),
                 }
-            } else if call_seen.failed {
-                call_seen.tokens
             } else {
                 call_seen.compact_tokens
             };

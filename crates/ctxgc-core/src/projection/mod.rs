@@ -13,7 +13,7 @@
 //!   decision, as a JSON file a person can review and edit;
 //! - [`apply`]: [`Projection::apply`] trims an output, with a footer naming what was hidden
 //!   and a receipt so that [`apply::expand`] gives the originals back exactly;
-//! - [`measure`]: leave-one-out tokens removed and misses;
+//! - [`mod@measure`]: leave-one-out tokens removed and misses;
 //! - [`report`]: report data and a self-contained HTML page;
 //! - [`auto`]: [`AutoTrim`], the automatic mode (observe, learn, trim, back off), for a
 //!   proxy or an agent loop.
