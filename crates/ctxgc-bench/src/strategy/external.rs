@@ -99,12 +99,17 @@ fn run_with_timeout(command: &str, stdin: String, timeout: Duration) -> Result<R
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) if started.elapsed() >= timeout => {
+                // The whole group the command started (its own, set at spawn), by the system
+                // call itself: never a process group the bench does not own.
                 #[cfg(unix)]
-                let _ = Command::new("kill")
-                    .arg("-KILL")
-                    .arg(format!("-{}", child.id()))
-                    .stderr(Stdio::null())
-                    .status();
+                if let Ok(group) = i32::try_from(child.id())
+                    && group > 1
+                {
+                    // SAFETY: killpg only sends a signal; `group` is the child's own group id.
+                    unsafe {
+                        libc::killpg(group, libc::SIGKILL);
+                    }
+                }
                 let _ = child.kill();
                 let _ = child.wait();
                 let _ = writer.join();
