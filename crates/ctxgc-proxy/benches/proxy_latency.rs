@@ -146,6 +146,7 @@ async fn proxied_http(upstream_url: String) -> Client {
     let security = HttpSecurity {
         token: TOKEN.into(),
         allowed_hosts: vec![],
+        allowed_origins: vec![],
         max_body_bytes: 4 << 20,
     };
     tokio::spawn(async move {

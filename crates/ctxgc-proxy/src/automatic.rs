@@ -6,10 +6,15 @@
 //!
 //! ```text
 //! DIR/state.json      learned counts, per-tool statistics, the run in progress
-//! DIR/receipts.json   originals of recent trimmed outputs, for expand after a restart
+//! DIR/ctxgc.db        originals of every trimmed output, for expand (unless --db)
 //! DIR/report.html     the report, rewritten after every run (and at start)
 //! DIR/traces/NNNNNN.jsonl   every finished run, full outputs included (tracetrim JSONL)
 //! ```
+//!
+//! Originals go to a store ([`crate::receipts`]), committed before the trimmed output is
+//! sent, so `expand` answers for every output ever trimmed, after a crash too. A
+//! `receipts.json` left by an earlier version is imported at start (and renamed
+//! `receipts.json.imported`).
 //!
 //! State is saved after every `expand` and every finished run, and when the proxy stops; a
 //! crash loses at most the calls of the run in progress since the last save. A run still
@@ -19,21 +24,22 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use ctxgc_core::projection::apply::{MemoryReceipts, ReceiptStore};
+use ctxgc_core::projection::apply::ReceiptStore;
 use ctxgc_core::projection::auto::{AutoConfig, AutoTrim};
 use ctxgc_core::projection::report::render_html;
 use ctxgc_core::projection::trace::Run;
 use serde_json::Value;
 
+use crate::receipts::{StoreReceipts, read_receipts_file};
 use crate::reviewed::expand_surface;
 use crate::shaping::{OutputShaper, ShapeError, Shaped, ToolSurface};
 use crate::workdir::{ensure_private_dir, write_private};
 
-/// Receipts kept for `expand` (and saved across restarts).
-pub const RECEIPTS_KEPT: usize = 1024;
-
 const STATE_FILE: &str = "state.json";
 const RECEIPTS_FILE: &str = "receipts.json";
+const IMPORTED_SUFFIX: &str = "imported";
+/// The database of originals in the work directory, when no other is given.
+pub const DB_FILE: &str = "ctxgc.db";
 const REPORT_FILE: &str = "report.html";
 const TRACES_DIR: &str = "traces";
 const REPORT_TITLE: &str = "ctxgc proxy: automatic mode";
@@ -41,7 +47,7 @@ const REPORT_TITLE: &str = "ctxgc proxy: automatic mode";
 /// Automatic mode over a work directory.
 pub struct AutoShaper {
     dir: PathBuf,
-    auto: Mutex<AutoTrim<MemoryReceipts>>,
+    auto: Mutex<AutoTrim<StoreReceipts>>,
 }
 
 /// Why the work directory could not be used.
@@ -73,42 +79,46 @@ fn io_error(path: &Path, err: std::io::Error) -> AutoDirError {
 }
 
 impl AutoShaper {
-    /// Opens (or creates) the work directory `dir` and resumes what was learned there.
-    /// `config` applies to this run of the proxy (a saved state takes its counts, not its
-    /// configuration).
+    /// Opens (or creates) the work directory `dir` and resumes what was learned there, with
+    /// the originals in `DIR/ctxgc.db`. `config` applies to this run of the proxy (a saved
+    /// state takes its counts, not its configuration).
     pub fn open(dir: &Path, config: AutoConfig) -> Result<Self, AutoDirError> {
+        Self::open_with_store(dir, config, None)
+    }
+
+    /// As [`AutoShaper::open`], with the originals in the store at `db` when given.
+    pub fn open_with_store(
+        dir: &Path,
+        config: AutoConfig,
+        db: Option<&ctxgc_store::Location>,
+    ) -> Result<Self, AutoDirError> {
         if let Some(note) = ensure_private_dir(dir).map_err(|e| io_error(dir, e))? {
             eprintln!("ctxgc proxy: {note}");
         }
         let traces = dir.join(TRACES_DIR);
         ensure_private_dir(&traces).map_err(|e| io_error(&traces, e))?;
+        let location = db
+            .cloned()
+            .unwrap_or_else(|| ctxgc_store::Location::Sqlite(dir.join(DB_FILE)));
+        let mut receipts = StoreReceipts::open(&location).map_err(|e| AutoDirError::Io {
+            path: location.to_string(),
+            message: e.to_string(),
+        })?;
+        import_receipts_file(dir, &mut receipts)?;
         let state_path = dir.join(STATE_FILE);
         let auto = if state_path.exists() {
             let text =
                 std::fs::read_to_string(&state_path).map_err(|e| io_error(&state_path, e))?;
-            let mut state = AutoTrim::<MemoryReceipts>::parse_state(&text).map_err(|e| {
+            let mut state = AutoTrim::<StoreReceipts>::parse_state(&text).map_err(|e| {
                 AutoDirError::Corrupt {
                     path: state_path.display().to_string(),
                     message: e.to_string(),
                 }
             })?;
             state.config = config;
-            let receipts_path = dir.join(RECEIPTS_FILE);
-            let receipts = if receipts_path.exists() {
-                let text = std::fs::read_to_string(&receipts_path)
-                    .map_err(|e| io_error(&receipts_path, e))?;
-                serde_json::from_str::<MemoryReceipts>(&text).map_err(|e| {
-                    AutoDirError::Corrupt {
-                        path: receipts_path.display().to_string(),
-                        message: e.to_string(),
-                    }
-                })?
-            } else {
-                MemoryReceipts::with_capacity(RECEIPTS_KEPT)
-            };
             AutoTrim::from_state(state, receipts)
         } else {
-            AutoTrim::with_store(config, MemoryReceipts::with_capacity(RECEIPTS_KEPT))
+            AutoTrim::with_store(config, receipts)
         };
         let shaper = AutoShaper {
             dir: dir.to_owned(),
@@ -146,15 +156,12 @@ impl AutoShaper {
             .unwrap_or_default()
     }
 
-    /// Writes state (and receipts and the report when `everything`); a failure is reported
-    /// on stderr, never to the agent, whose call has been answered already.
-    fn save(&self, auto: &AutoTrim<MemoryReceipts>, everything: bool) {
+    /// Writes state (and the report when `everything`); a failure is reported on stderr,
+    /// never to the agent, whose call has been answered already. Originals are not written
+    /// here: the store has them from the moment they were trimmed.
+    fn save(&self, auto: &AutoTrim<StoreReceipts>, everything: bool) {
         let mut writes = vec![(self.dir.join(STATE_FILE), auto.to_json())];
         if everything {
-            match serde_json::to_string(auto.store()) {
-                Ok(receipts) => writes.push((self.dir.join(RECEIPTS_FILE), receipts)),
-                Err(e) => eprintln!("ctxgc proxy: cannot save receipts: {e}"),
-            }
             writes.push((
                 self.dir.join(REPORT_FILE),
                 render_html(&auto.report(REPORT_TITLE)),
@@ -174,11 +181,40 @@ impl AutoShaper {
         }
     }
 
-    fn lock(&self) -> Result<std::sync::MutexGuard<'_, AutoTrim<MemoryReceipts>>, ShapeError> {
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, AutoTrim<StoreReceipts>>, ShapeError> {
         self.auto
             .lock()
             .map_err(|_| ShapeError("automatic-mode state poisoned".into()))
     }
+}
+
+/// Moves the originals of a `receipts.json` (written by earlier versions) into the store,
+/// then renames the file so that it is not imported twice.
+fn import_receipts_file(dir: &Path, store: &mut StoreReceipts) -> Result<(), AutoDirError> {
+    let path = dir.join(RECEIPTS_FILE);
+    if !path.exists() {
+        return Ok(());
+    }
+    let text = std::fs::read_to_string(&path).map_err(|e| io_error(&path, e))?;
+    let receipts = read_receipts_file(&text).map_err(|message| AutoDirError::Corrupt {
+        path: path.display().to_string(),
+        message,
+    })?;
+    let count = receipts.len();
+    for receipt in receipts {
+        store.put(receipt).map_err(|e| AutoDirError::Io {
+            path: store.location().to_owned(),
+            message: e.to_string(),
+        })?;
+    }
+    let done = path.with_extension(format!("json.{IMPORTED_SUFFIX}"));
+    std::fs::rename(&path, &done).map_err(|e| io_error(&path, e))?;
+    eprintln!(
+        "ctxgc proxy: imported {count} original(s) from {} into {}",
+        path.display(),
+        store.location()
+    );
+    Ok(())
 }
 
 /// The answer out of a done call: `{"answer": "..."}`, or a bare string.
@@ -225,6 +261,12 @@ impl OutputShaper for AutoShaper {
         })
     }
 
+    fn may_trim(&self, _tool: &str) -> bool {
+        // Any tool may be trimmed once learning is done; the schema is published relaxed
+        // from the start so that it never changes under a client.
+        true
+    }
+
     fn expand_tool(&self) -> Option<ToolSurface> {
         Some(expand_surface())
     }
@@ -240,7 +282,7 @@ impl OutputShaper for AutoShaper {
     }
 
     fn done_tool(&self) -> Option<ToolSurface> {
-        let schema = AutoTrim::<MemoryReceipts>::done_tool();
+        let schema = ctxgc_core::projection::auto::done_tool();
         Some(ToolSurface {
             name: schema.name,
             description: schema.description,

@@ -40,7 +40,11 @@ pub struct Totals {
 pub struct CallLog {
     quiet: bool,
     totals: Mutex<Totals>,
+    recent: Mutex<std::collections::VecDeque<CallRecord>>,
 }
+
+/// Calls kept for [`CallLog::recent`].
+pub const RECENT_KEPT: usize = 256;
 
 impl CallLog {
     /// A log; `quiet` silences the lines (the totals are still kept).
@@ -48,6 +52,7 @@ impl CallLog {
         CallLog {
             quiet,
             totals: Mutex::new(Totals::default()),
+            recent: Mutex::new(std::collections::VecDeque::new()),
         }
     }
 
@@ -62,8 +67,22 @@ impl CallLog {
         self.totals.lock().map(|t| *t).unwrap_or_default()
     }
 
+    /// The last [`RECENT_KEPT`] calls, oldest first (what the lines showed).
+    pub fn recent(&self) -> Vec<CallRecord> {
+        self.recent
+            .lock()
+            .map(|r| r.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// Adds `record` to the totals and prints its line (unless quiet).
     pub fn record(&self, record: &CallRecord) {
+        if let Ok(mut recent) = self.recent.lock() {
+            if recent.len() == RECENT_KEPT {
+                recent.pop_front();
+            }
+            recent.push_back(record.clone());
+        }
         let totals = {
             let Ok(mut totals) = self.totals.lock() else {
                 return;

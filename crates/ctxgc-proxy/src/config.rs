@@ -101,6 +101,105 @@ pub enum ConfigError {
     NoServer,
 }
 
+/// Words that mark an environment variable as a credential when they are one of the
+/// `_`-separated parts of its name (`OPENAI_API_KEY`, `GITHUB_TOKEN`, `PGPASSWORD`...).
+const CREDENTIAL_WORDS: &[&str] = &[
+    "KEY",
+    "APIKEY",
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "CREDENTIAL",
+    "CREDENTIALS",
+    "PAT",
+];
+
+/// Whether an environment variable's name says it holds a credential.
+///
+/// ```
+/// use ctxgc_proxy::config::looks_like_credential;
+/// for name in ["OPENAI_API_KEY", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "PGPASSWORD", "HF_TOKEN", "DB_PASSWD"] {
+///     assert!(looks_like_credential(name), "{name}");
+/// }
+/// for name in ["PATH", "HOME", "KEYBOARD_LAYOUT", "TOKENIZERS_PARALLELISM", "PWD", "SSH_AUTH_SOCK"] {
+///     assert!(!looks_like_credential(name), "{name}");
+/// }
+/// ```
+pub fn looks_like_credential(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    upper.ends_with("PASSWORD")
+        || upper.ends_with("APIKEY")
+        || upper
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|part| CREDENTIAL_WORDS.contains(&part))
+}
+
+/// The password of a URL's user information (`scheme://user:PASSWORD@host`), if any.
+fn url_password(value: &str) -> Option<&str> {
+    let rest = &value[value.find("://")? + 3..];
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let userinfo = &authority[..authority.rfind('@')?];
+    let (_, password) = userinfo.split_once(':')?;
+    (!password.is_empty()).then_some(password)
+}
+
+impl ServerSet {
+    /// Adds the credentials of the environment a stdio upstream inherits from the proxy:
+    /// variables whose name looks like a credential ([`looks_like_credential`]), those named
+    /// in `named` (`--secret-env NAME`), and passwords inside URLs of any variable. A name in
+    /// `named` that is not set is noted.
+    ///
+    /// ```
+    /// use ctxgc_proxy::config::ServerSet;
+    /// let mut set = ServerSet::default();
+    /// set.add_inherited_env(
+    ///     [("OPENAI_API_KEY".to_string(), "sk-abc123456".to_string()),
+    ///      ("MY_SETTING".to_string(), "plain-value-9".to_string()),
+    ///      ("DATABASE_URL".to_string(), "postgres://app:db-pass-77@db/x".to_string()),
+    ///      ("HOME".to_string(), "/home/me".to_string())],
+    ///     &["MY_SETTING".to_string(), "NOT_SET".to_string()],
+    /// );
+    /// assert!(set.secrets.contains(&"sk-abc123456".to_string()));
+    /// assert!(set.secrets.contains(&"plain-value-9".to_string()));
+    /// assert!(set.secrets.contains(&"db-pass-77".to_string()));
+    /// assert!(!set.secrets.contains(&"/home/me".to_string()));
+    /// assert!(set.notes.iter().any(|n| n.contains("NOT_SET")));
+    /// ```
+    pub fn add_inherited_env(
+        &mut self,
+        vars: impl IntoIterator<Item = (String, String)>,
+        named: &[String],
+    ) {
+        let mut seen = std::collections::BTreeSet::new();
+        for (name, value) in vars {
+            let wanted = named.iter().any(|n| n == &name);
+            if wanted {
+                seen.insert(name.clone());
+            }
+            if value.trim().is_empty() {
+                continue;
+            }
+            if wanted || looks_like_credential(&name) {
+                self.secrets.push(value.clone());
+            }
+            if let Some(password) = url_password(&value) {
+                self.secrets.push(password.to_owned());
+            }
+        }
+        for name in named {
+            if !seen.contains(name) {
+                self.notes.push(format!(
+                    "--secret-env {name}: the variable is not set, so there is nothing to hide"
+                ));
+            }
+        }
+        self.secrets.sort();
+        self.secrets.dedup();
+    }
+}
+
 /// Reads an `mcpServers` file, expanding `${VAR}` with `lookup`.
 ///
 /// ```

@@ -1,9 +1,12 @@
 //! The proxy over streamable HTTP (`--http PORT`): `/mcp` for the agent, `/report` for a
-//! person. Every request must carry the bearer token (compared in constant time), its `Host`
-//! must be local or listed with `--allowed-host` (against DNS rebinding), and request bodies
-//! are size-limited. The order of the checks is fixed: Host, then token, then body size, so a
-//! request from a foreign page learns nothing about the token.
+//! person. Every request must carry the bearer token (compared in constant time); its `Host`
+//! must name the proxy's own address and port, or one listed with `--allowed-host` (against
+//! DNS rebinding); a browser's `Origin` must be the proxy's own or one listed with
+//! `--allowed-origin`; request bodies are size-limited (chunked ones too: 413) and must be
+//! JSON (400 with a JSON-RPC parse error otherwise). The order of the checks is fixed: Host,
+//! Origin, token, body, so a request from a foreign page learns nothing about the token.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
@@ -15,7 +18,6 @@ use axum::routing::get;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use subtle::ConstantTimeEq;
-use tower_http::limit::RequestBodyLimitLayer;
 
 use crate::server::{ProxyCore, ProxyServer};
 
@@ -32,14 +34,46 @@ pub struct HttpSecurity {
     pub token: String,
     /// Hosts accepted besides the local ones (`host` or `host:port`).
     pub allowed_hosts: Vec<String>,
+    /// Browser origins accepted besides the proxy's own (`scheme://host[:port]`).
+    pub allowed_origins: Vec<String>,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
+}
+
+impl HttpSecurity {
+    /// Checks the token before the proxy starts: it must not be empty, whitespace only, or
+    /// begin or end with whitespace (a header value is trimmed, so such a token could never
+    /// be presented as set).
+    ///
+    /// ```
+    /// use ctxgc_proxy::http::HttpSecurity;
+    /// let mut s = HttpSecurity { token: "   ".into(), allowed_hosts: vec![], allowed_origins: vec![], max_body_bytes: 1024 };
+    /// assert!(s.check_token().is_err());
+    /// s.token = "k3y-9f2a".into();
+    /// assert!(s.check_token().is_ok());
+    /// ```
+    pub fn check_token(&self) -> Result<(), String> {
+        if self.token.trim().is_empty() {
+            return Err(
+                "over HTTP a token is required: set CTXGC_TOKEN (or --token) to a secret that is not empty or blank"
+                    .into(),
+            );
+        }
+        if self.token.trim() != self.token {
+            return Err("the HTTP token must not begin or end with whitespace".into());
+        }
+        Ok(())
+    }
 }
 
 #[derive(Clone)]
 struct Guard {
     token_digest: [u8; 32],
     allowed_hosts: Arc<Vec<String>>,
+    allowed_origins: Arc<Vec<String>>,
+    /// The address the proxy listens on: its port must be the one a `Host` names.
+    local: SocketAddr,
+    max_body_bytes: usize,
 }
 
 impl Guard {
@@ -50,14 +84,47 @@ impl Guard {
         bool::from(presented.as_bytes().ct_eq(&self.token_digest))
     }
 
+    /// Whether `authority` (a `Host` value) names this proxy: a local name or the bound
+    /// address with the proxy's own port, or an entry of `--allowed-host` (`host:port`
+    /// exactly; a bare `host` with no port, as behind a tunnel, or with the proxy's port).
     fn host_allowed(&self, authority: &str) -> bool {
         let authority = authority.trim().to_ascii_lowercase();
         let host = host_of(&authority);
-        LOCAL_HOSTS.contains(&host)
-            || self
-                .allowed_hosts
-                .iter()
-                .any(|allowed| allowed == &authority || allowed == host)
+        let port = port_of(&authority);
+        let own_port = self.local.port();
+        let own_ip = self.local.ip().to_string();
+        let local_name =
+            LOCAL_HOSTS.contains(&host) || (!self.local.ip().is_unspecified() && host == own_ip);
+        if local_name && port.unwrap_or(80) == own_port {
+            return true;
+        }
+        self.allowed_hosts.iter().any(|allowed| {
+            if port_of(allowed).is_some() {
+                allowed == &authority
+            } else {
+                allowed == host && port.is_none_or(|p| p == own_port)
+            }
+        })
+    }
+
+    /// Whether a browser `Origin` may call: the proxy's own origin or one given with
+    /// `--allowed-origin`. `Origin: null` (sandboxed pages, files) is refused.
+    fn origin_allowed(&self, origin: &str) -> bool {
+        let origin = origin.trim().trim_end_matches('/').to_ascii_lowercase();
+        if let Some(authority) = origin.strip_prefix("http://")
+            && !authority.contains('/')
+        {
+            let host = host_of(authority);
+            let port = port_of(authority).unwrap_or(80);
+            if (LOCAL_HOSTS.contains(&host) || host == self.local.ip().to_string())
+                && port == self.local.port()
+            {
+                return true;
+            }
+        }
+        self.allowed_origins
+            .iter()
+            .any(|allowed| allowed == &origin)
     }
 }
 
@@ -70,6 +137,18 @@ fn host_of(authority: &str) -> &str {
         Some((host, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => host,
         _ => authority,
     }
+}
+
+/// The port of an authority, when it names one (`[::1]:8080` → 8080).
+fn port_of(authority: &str) -> Option<u16> {
+    let rest = match authority.strip_prefix('[') {
+        Some(rest) => rest
+            .split_once(']')
+            .map(|(_, after)| after)?
+            .strip_prefix(':')?,
+        None => authority.rsplit_once(':').map(|(_, port)| port)?,
+    };
+    rest.parse().ok()
 }
 
 fn refuse(status: StatusCode, message: &'static str) -> Response {
@@ -94,9 +173,88 @@ async fn check_host(State(guard): State<Guard>, request: Request, next: Next) ->
         Some(a) if guard.host_allowed(&a) => next.run(request).await,
         _ => refuse(
             StatusCode::FORBIDDEN,
-            "Host not allowed: only local hosts and those given with --allowed-host\n",
+            "Host not allowed: only the proxy's own address and port, and hosts given with --allowed-host\n",
         ),
     }
+}
+
+async fn check_origin(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    // No Origin: not a browser (or a same-origin GET); the token still protects the call.
+    let allowed = match request.headers().get(header::ORIGIN) {
+        None => true,
+        Some(origin) => origin
+            .to_str()
+            .is_ok_and(|origin| guard.origin_allowed(origin)),
+    };
+    if allowed {
+        next.run(request).await
+    } else {
+        refuse(
+            StatusCode::FORBIDDEN,
+            "Origin not allowed: only the proxy's own and those given with --allowed-origin\n",
+        )
+    }
+}
+
+/// The JSON-RPC answer to a body that is not JSON (`id` is null: none could be read).
+pub fn parse_error_body(detail: &str) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32700, "message": format!("Parse error: {detail}")},
+    })
+    .to_string()
+}
+
+/// Reads the whole body under the size limit (a declared length or a chunked stream over
+/// it: 413) and, for MCP posts, refuses what is not JSON (400, JSON-RPC -32700), before
+/// the MCP layer sees it.
+async fn check_body(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    let too_large = || {
+        refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request body over the limit (--max-body-bytes)\n",
+        )
+    };
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > guard.max_body_bytes as u64) {
+        return too_large();
+    }
+    let (parts, body) = request.into_parts();
+    let limited = http_body_util::Limited::new(body, guard.max_body_bytes);
+    let bytes = match http_body_util::BodyExt::collect(limited).await {
+        Ok(collected) => collected.to_bytes(),
+        Err(err) if err.is::<http_body_util::LengthLimitError>() => return too_large(),
+        Err(_) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "the request body could not be read\n",
+            );
+        }
+    };
+    if parts.method == axum::http::Method::POST && parts.uri.path().starts_with("/mcp") {
+        let text = bytes
+            .strip_prefix(b"\xEF\xBB\xBF".as_slice())
+            .unwrap_or(&bytes);
+        if let Err(err) = serde_json::from_slice::<serde::de::IgnoredAny>(text) {
+            let mut response = (
+                StatusCode::BAD_REQUEST,
+                parse_error_body(&format!("the body is not JSON ({err})")),
+            )
+                .into_response();
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            return response;
+        }
+    }
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await
 }
 
 async fn check_token(State(guard): State<Guard>, request: Request, next: Next) -> Response {
@@ -179,19 +337,29 @@ async fn report(State(core): State<Arc<ProxyCore>>) -> Response {
     }
 }
 
-/// The HTTP application: `/mcp` (streamable HTTP MCP) and `/report`, behind the checks.
-pub fn router(core: Arc<ProxyCore>, security: &HttpSecurity) -> Router {
+/// The HTTP application: `/mcp` (streamable HTTP MCP) and `/report`, behind the checks;
+/// `local` is the address the listener is bound to.
+pub fn router(core: Arc<ProxyCore>, security: &HttpSecurity, local: SocketAddr) -> Router {
+    let lowered = |list: &[String]| -> Arc<Vec<String>> {
+        Arc::new(
+            list.iter()
+                .map(|h| h.trim().trim_end_matches('/').to_ascii_lowercase())
+                .collect(),
+        )
+    };
     let guard = Guard {
         token_digest: *blake3::hash(security.token.as_bytes()).as_bytes(),
-        allowed_hosts: Arc::new(
-            security
-                .allowed_hosts
-                .iter()
-                .map(|h| h.trim().to_ascii_lowercase())
-                .collect(),
-        ),
+        allowed_hosts: lowered(&security.allowed_hosts),
+        allowed_origins: lowered(&security.allowed_origins),
+        local,
+        max_body_bytes: security.max_body_bytes,
     };
+    // The checks above are the proxy's; the MCP layer's own Host check stays as a second
+    // line, with the same hosts.
     let mut hosts: Vec<String> = LOCAL_HOSTS.iter().map(|h| (*h).to_owned()).collect();
+    if !local.ip().is_unspecified() {
+        hosts.push(local.ip().to_string());
+    }
     hosts.extend(guard.allowed_hosts.iter().cloned());
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)
@@ -205,8 +373,9 @@ pub fn router(core: Arc<ProxyCore>, security: &HttpSecurity) -> Router {
     Router::new()
         .nest_service("/mcp", mcp)
         .route("/report", get(report).with_state(core))
-        .layer(RequestBodyLimitLayer::new(security.max_body_bytes))
+        .layer(middleware::from_fn_with_state(guard.clone(), check_body))
         .layer(middleware::from_fn_with_state(guard.clone(), check_token))
+        .layer(middleware::from_fn_with_state(guard.clone(), check_origin))
         .layer(middleware::from_fn_with_state(guard, check_host))
 }
 
@@ -217,7 +386,7 @@ pub async fn serve(
     security: &HttpSecurity,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = router(core, security);
+    let app = router(core, security, listener.local_addr()?);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
@@ -232,14 +401,32 @@ mod tests {
         assert_eq!(host_of("127.0.0.1:8799"), "127.0.0.1");
         assert_eq!(host_of("[::1]:8799"), "::1");
         assert_eq!(host_of("localhost"), "localhost");
+        assert_eq!(port_of("[::1]:8799"), Some(8799));
+        assert_eq!(port_of("localhost"), None);
+        assert_eq!(port_of("[::1]"), None);
         let guard = Guard {
             token_digest: *blake3::hash(b"t").as_bytes(),
-            allowed_hosts: Arc::new(vec!["tunnel.example".into()]),
+            allowed_hosts: Arc::new(vec!["tunnel.example".into(), "lan.example:9000".into()]),
+            allowed_origins: Arc::new(vec!["https://console.example".into()]),
+            local: "127.0.0.1:8799".parse().unwrap(),
+            max_body_bytes: 1024,
         };
-        assert!(guard.host_allowed("LOCALHOST:1"));
-        assert!(guard.host_allowed("tunnel.example:443"));
+        assert!(guard.host_allowed("LOCALHOST:8799"));
+        assert!(guard.host_allowed("[::1]:8799"));
+        assert!(!guard.host_allowed("localhost:1"));
+        assert!(!guard.host_allowed("127.0.0.1"));
+        assert!(guard.host_allowed("tunnel.example"));
+        assert!(guard.host_allowed("tunnel.example:8799"));
+        assert!(!guard.host_allowed("tunnel.example:443"));
+        assert!(guard.host_allowed("lan.example:9000"));
+        assert!(!guard.host_allowed("lan.example:9001"));
         assert!(!guard.host_allowed("evil.example"));
         assert!(!guard.host_allowed("localhost.evil.example"));
+        assert!(guard.origin_allowed("http://localhost:8799"));
+        assert!(guard.origin_allowed("https://console.example/"));
+        assert!(!guard.origin_allowed("http://localhost:8800"));
+        assert!(!guard.origin_allowed("null"));
+        assert!(!guard.origin_allowed("https://evil.example"));
         assert!(guard.token_matches("t"));
         assert!(!guard.token_matches("t "));
         assert!(!guard.token_matches(""));

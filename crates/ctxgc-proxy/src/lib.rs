@@ -25,6 +25,7 @@
 //!     downstream: Downstream::Stdio,
 //!     timeout: Duration::from_secs(60),
 //!     quiet: false,
+//!     db: None,
 //! }).unwrap();
 //! ```
 #![warn(missing_docs)]
@@ -33,10 +34,13 @@ pub mod automatic;
 pub mod calllog;
 pub mod config;
 pub mod http;
+pub mod receipts;
 pub mod redact;
 pub mod reviewed;
 pub mod server;
 pub mod shaping;
+pub mod stdio_gate;
+pub mod structured;
 pub mod upstream;
 pub mod workdir;
 
@@ -105,6 +109,9 @@ pub struct ProxyOptions {
     pub timeout: Duration,
     /// No per-call line on stderr.
     pub quiet: bool,
+    /// Where the originals of trimmed outputs are kept (`--db`): by default `DIR/ctxgc.db`
+    /// in automatic mode; with a reviewed projection, `$CTXGC_DB` or `.ctxgc/ctxgc.db`.
+    pub db: Option<ctxgc_store::Location>,
 }
 
 /// Why the proxy could not run.
@@ -124,20 +131,37 @@ pub enum ProxyError {
     Session(String),
 }
 
-/// The shaper for `mode`.
-pub fn shaper_for(mode: &Mode) -> Result<Arc<dyn OutputShaper>, ProxyError> {
+/// The shaper for `mode`, keeping originals in the store at `db` (see [`ProxyOptions::db`]).
+pub fn shaper_for(
+    mode: &Mode,
+    db: Option<&ctxgc_store::Location>,
+) -> Result<Arc<dyn OutputShaper>, ProxyError> {
     match mode {
         Mode::PassThrough => Ok(Arc::new(PassThrough)),
-        Mode::Config(path) => Ok(Arc::new(
-            ReviewedProjection::load(path).map_err(ProxyError::Shaper)?,
-        )),
+        Mode::Config(path) => {
+            let location = match db {
+                Some(location) => location.clone(),
+                None => ctxgc_store::Location::from_env(None)
+                    .map_err(|e| ProxyError::Shaper(e.to_string()))?,
+            };
+            if let ctxgc_store::Location::Sqlite(file) = &location
+                && let Some(parent) = file.parent().filter(|p| !p.as_os_str().is_empty())
+            {
+                workdir::ensure_private_dir(parent)
+                    .map_err(|e| ProxyError::Shaper(format!("{}: {e}", parent.display())))?;
+            }
+            Ok(Arc::new(
+                ReviewedProjection::load_with_store(path, &location).map_err(ProxyError::Shaper)?,
+            ))
+        }
         Mode::Auto { dir, min_runs } => {
             let config = AutoConfig {
                 min_runs: *min_runs as u64,
                 ..AutoConfig::default()
             };
             Ok(Arc::new(
-                AutoShaper::open(dir, config).map_err(|e| ProxyError::Shaper(e.to_string()))?,
+                AutoShaper::open_with_store(dir, config, db)
+                    .map_err(|e| ProxyError::Shaper(e.to_string()))?,
             ))
         }
     }
@@ -174,16 +198,27 @@ pub fn build_core(
 
 /// Runs the proxy until the agent disconnects (stdio) or the process is interrupted (HTTP).
 pub async fn run(options: ProxyOptions) -> Result<(), ProxyError> {
+    // Refused before anything starts: no upstream is launched for a proxy that cannot serve.
+    if let Downstream::Http { security, .. } = &options.downstream {
+        security.check_token().map_err(ProxyError::Usage)?;
+    }
     for note in &options.servers.notes {
         eprintln!("ctxgc proxy: {note}");
     }
-    let shaper = shaper_for(&options.mode)?;
+    let shaper = shaper_for(&options.mode, options.db.as_ref())?;
     let core = build_core(
         &options.servers,
         shaper.clone(),
         options.timeout,
         options.quiet,
     );
+    if core.redactor().too_short() > 0 {
+        eprintln!(
+            "ctxgc proxy: {} credential value(s) shorter than {} characters cannot be redacted from what the agent receives (a value that short would match ordinary text): use longer credentials",
+            core.redactor().too_short(),
+            redact::MIN_SECRET_LEN
+        );
+    }
     let result = serve(options.downstream, core).await;
     shaper.flush();
     result
@@ -194,8 +229,9 @@ async fn serve(downstream: Downstream, core: Arc<ProxyCore>) -> Result<(), Proxy
     core.connect_all().await;
     match downstream {
         Downstream::Stdio => {
+            let transport = stdio_gate::gate(tokio::io::stdin(), tokio::io::stdout());
             let service = ProxyServer::new(core)
-                .serve(rmcp::transport::stdio())
+                .serve(transport)
                 .await
                 .map_err(|e| ProxyError::Session(e.to_string()))?;
             service
@@ -209,11 +245,6 @@ async fn serve(downstream: Downstream, core: Arc<ProxyCore>) -> Result<(), Proxy
             port,
             security,
         } => {
-            if security.token.is_empty() {
-                return Err(ProxyError::Usage(
-                    "over HTTP a token is required: set CTXGC_TOKEN (or --token)".into(),
-                ));
-            }
             if !bind.is_loopback() {
                 eprintln!(
                     "ctxgc proxy: listening on {bind}, reachable from other machines: only the token protects it (clients must also use a Host given with --allowed-host)"

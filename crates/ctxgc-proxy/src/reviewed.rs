@@ -18,15 +18,25 @@ pub const RECEIPTS_KEPT: usize = 256;
 /// A reviewed projection and the receipts of what it trimmed.
 pub struct ReviewedProjection {
     projection: Projection,
-    receipts: Mutex<MemoryReceipts>,
+    receipts: Mutex<Box<dyn ReceiptStore + Send>>,
 }
 
 impl ReviewedProjection {
-    /// Wraps a projection.
+    /// Wraps a projection; the originals of the last [`RECEIPTS_KEPT`] trimmed outputs are
+    /// kept in memory.
     pub fn new(projection: Projection) -> Self {
+        Self::with_receipts(
+            projection,
+            Box::new(MemoryReceipts::with_capacity(RECEIPTS_KEPT)),
+        )
+    }
+
+    /// Wraps a projection, with the originals kept in `receipts` (a
+    /// [`crate::receipts::StoreReceipts`] keeps every one, across restarts).
+    pub fn with_receipts(projection: Projection, receipts: Box<dyn ReceiptStore + Send>) -> Self {
         ReviewedProjection {
             projection,
-            receipts: Mutex::new(MemoryReceipts::with_capacity(RECEIPTS_KEPT)),
+            receipts: Mutex::new(receipts),
         }
     }
 
@@ -37,6 +47,14 @@ impl ReviewedProjection {
         let projection =
             Projection::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(ReviewedProjection::new(projection))
+    }
+
+    /// Reads a projection file, with the originals in the store at `location`.
+    pub fn load_with_store(path: &Path, location: &ctxgc_store::Location) -> Result<Self, String> {
+        let reviewed = Self::load(path)?;
+        let receipts = crate::receipts::StoreReceipts::open(location)
+            .map_err(|e| format!("{location}: {e}"))?;
+        Ok(Self::with_receipts(reviewed.projection, Box::new(receipts)))
     }
 }
 
@@ -79,6 +97,10 @@ impl OutputShaper for ReviewedProjection {
         })
     }
 
+    fn may_trim(&self, tool: &str) -> bool {
+        self.projection.tools.get(tool).is_some_and(|t| t.trim)
+    }
+
     fn expand_tool(&self) -> Option<ToolSurface> {
         Some(expand_surface())
     }
@@ -88,6 +110,6 @@ impl OutputShaper for ReviewedProjection {
             .receipts
             .lock()
             .map_err(|_| ShapeError("receipt store poisoned".into()))?;
-        expand(&*receipts, arguments).map_err(|e| ShapeError(e.to_string()))
+        expand(receipts.as_ref(), arguments).map_err(|e| ShapeError(e.to_string()))
     }
 }

@@ -22,6 +22,7 @@ use tokio::sync::broadcast;
 use crate::calllog::{CallLog, CallRecord};
 use crate::redact::Redactor;
 use crate::shaping::{OutputShaper, ToolSurface};
+use crate::structured::{StructuredPath, reconcile, relax_schema};
 use crate::upstream::Upstream;
 
 /// Tells every connected agent that the tool list changed: legacy (session) peers by a
@@ -74,6 +75,8 @@ struct Route {
     server: usize,
     upstream_name: String,
     has_output_schema: bool,
+    /// The published output schema has no `required` lists (see [`crate::structured`]).
+    schema_relaxed: bool,
 }
 
 /// Everything the proxy serves from: upstreams, shaper, redactor, log, change hub.
@@ -110,6 +113,11 @@ impl ProxyCore {
     /// The call log (session totals).
     pub fn log(&self) -> &CallLog {
         &self.log
+    }
+
+    /// The redactor every text to the agent passes through.
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
     }
 
     /// The shaper.
@@ -182,15 +190,29 @@ impl ProxyCore {
                     exposed = format!("{prefix}_{exposed}");
                 }
                 taken.insert(exposed.clone());
+                let mut out = tool.clone();
+                // A tool the proxy may trim is published with hidden fields optional, from
+                // the first listing on, so no client validates against a stricter copy.
+                let schema_relaxed = match &tool.output_schema {
+                    Some(schema) if self.shaper.may_trim(&exposed) => {
+                        let mut relaxed = Value::Object((**schema).clone());
+                        relax_schema(&mut relaxed);
+                        if let Value::Object(map) = relaxed {
+                            out.output_schema = Some(Arc::new(map));
+                        }
+                        true
+                    }
+                    _ => false,
+                };
                 routes.insert(
                     exposed.clone(),
                     Route {
                         server,
                         upstream_name: name.to_owned(),
                         has_output_schema: tool.output_schema.is_some(),
+                        schema_relaxed,
                     },
                 );
-                let mut out = tool.clone();
                 out.name = Cow::Owned(exposed);
                 published.push(self.redact_tool(out));
             }
@@ -241,11 +263,13 @@ impl ProxyCore {
         request: CallToolRequestParams,
     ) -> Result<CallToolResult, ErrorData> {
         let name = request.name.to_string();
-        let arguments = request
+        // What the shaper sees (and may keep in traces and receipts) carries no credential.
+        let mut arguments = request
             .arguments
             .clone()
             .map(Value::Object)
             .unwrap_or_else(|| Value::Object(Default::default()));
+        self.redactor.value(&mut arguments);
         if self.shaper.expand_tool().is_some_and(|t| t.name == name) {
             return Ok(self.answer_own_tool(&name, true, self.shaper.expand(&arguments)));
         }
@@ -345,14 +369,15 @@ impl ProxyCore {
         let mut fields_hidden = 0;
         let mut note = None;
         let is_error = result.is_error == Some(true);
-        // Clients validate structured output against the declared schema: trimming it could
-        // break a valid result, so such outputs go through whole.
-        let shape = !(route.has_output_schema && result.structured_content.is_some());
-        if !shape {
-            note = Some("structured output with a schema, not trimmed".to_owned());
-        } else if is_error {
+        if is_error {
             note = Some("tool error".to_owned());
         }
+        // Credentials out of the structured copy before it is compared with the text.
+        if let Some(structured) = result.structured_content.as_mut() {
+            self.redactor.value(structured);
+        }
+        // Original (redacted) and shaped text of every block the shaper changed.
+        let mut shaped_blocks: Vec<(String, String)> = Vec::new();
         for block in result.content.iter_mut() {
             let ContentBlock::Text(text) = block else {
                 continue;
@@ -360,21 +385,21 @@ impl ProxyCore {
             let raw_tokens = self.count(&text.text);
             tokens_from_upstream += raw_tokens;
             let mut changed = false;
-            if shape {
-                match self.shaper.shape(name, arguments, &text.text, is_error) {
-                    Ok(shaped) => {
-                        fields_hidden += shaped.fields_hidden;
-                        if shaped.text != text.text {
-                            text.text = shaped.text;
-                            changed = true;
-                        }
-                    }
-                    Err(err) => note = Some(format!("not trimmed: {}", err.0)),
-                }
-            }
+            // Credentials go first: the shaper keeps what it is given (traces, receipts).
             if self.redactor.finds_any(&text.text) {
                 text.text = self.redactor.text(&text.text);
                 changed = true;
+            }
+            match self.shaper.shape(name, arguments, &text.text, is_error) {
+                Ok(shaped) => {
+                    fields_hidden += shaped.fields_hidden;
+                    if shaped.text != text.text {
+                        let original = std::mem::replace(&mut text.text, shaped.text);
+                        shaped_blocks.push((original, text.text.clone()));
+                        changed = true;
+                    }
+                }
+                Err(err) => note = Some(format!("not trimmed: {}", err.0)),
             }
             // Counting is the costly part of a call: count again only what changed.
             tokens_to_agent += if changed {
@@ -383,12 +408,30 @@ impl ProxyCore {
                 raw_tokens
             };
         }
-        if fields_hidden > 0 {
-            // The hidden fields must not reach the agent by the structured copy.
-            result.structured_content = None;
-        }
-        if let Some(structured) = result.structured_content.as_mut() {
-            self.redactor.value(structured);
+        if !shaped_blocks.is_empty() && result.structured_content.is_some() {
+            // The hidden fields must not reach the agent by the structured copy, and the
+            // copy must still satisfy the schema the agent was given.
+            let path = reconcile(
+                &mut result.structured_content,
+                &shaped_blocks,
+                fields_hidden > 0,
+                route.has_output_schema,
+                route.schema_relaxed,
+            );
+            if matches!(path, StructuredPath::KeptWhole(_)) {
+                for block in result.content.iter_mut() {
+                    if let ContentBlock::Text(text) = block
+                        && let Some((original, _)) = shaped_blocks
+                            .iter()
+                            .find(|(_, shaped)| *shaped == text.text)
+                    {
+                        text.text = original.clone();
+                    }
+                }
+                fields_hidden = 0;
+                tokens_to_agent = tokens_from_upstream;
+            }
+            note = Some(path.note());
         }
         self.log.record(&CallRecord {
             tool: name.to_owned(),

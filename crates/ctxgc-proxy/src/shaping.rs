@@ -55,6 +55,13 @@ pub trait OutputShaper: Send + Sync + 'static {
         is_error: bool,
     ) -> Result<Shaped, ShapeError>;
 
+    /// Whether outputs of `tool` may be trimmed now or later in this session (its published
+    /// output schema then makes every field optional).
+    fn may_trim(&self, tool: &str) -> bool {
+        let _ = tool;
+        false
+    }
+
     /// The `expand` tool, when this shaper can hide anything.
     fn expand_tool(&self) -> Option<ToolSurface>;
 

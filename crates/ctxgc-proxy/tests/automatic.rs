@@ -118,7 +118,7 @@ async fn observes_then_trims_backs_off_and_survives_restarts() {
     assert_eq!(mode, 0o700);
     for file in [
         "state.json",
-        "receipts.json",
+        "ctxgc.db",
         "report.html",
         "traces/000001.jsonl",
         "traces/000004.jsonl",

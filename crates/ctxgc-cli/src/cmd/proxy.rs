@@ -32,12 +32,22 @@ pub struct ProxyArgs {
     /// The name of the single server given by --upstream-cmd or --upstream-url.
     #[arg(long, value_name = "NAME", default_value = "upstream")]
     pub name: String,
+    /// An environment variable whose value is a credential (repeatable): it is never shown
+    /// to the agent. Variables named like credentials (`*_API_KEY`, `*_TOKEN`, `*SECRET*`,
+    /// `*PASSWORD`...) and passwords in URLs are hidden without it.
+    #[arg(long, value_name = "NAME")]
+    pub secret_env: Vec<String>,
     /// Apply a reviewed projection file.
     #[arg(long, value_name = "PROJECTION")]
     pub config: Option<PathBuf>,
     /// Automatic mode: observe, learn and trim; traces, state and report live in DIR (0700).
     #[arg(long, value_name = "DIR")]
     pub auto: Option<PathBuf>,
+    /// Where the originals of trimmed outputs are kept, for expand after restarts and
+    /// crashes: a SQLite file or a postgres:// URL (default: DIR/ctxgc.db with --auto;
+    /// $CTXGC_DB or .ctxgc/ctxgc.db with --config).
+    #[arg(long, value_name = "PATH|URL")]
+    pub db: Option<String>,
     /// Runs observed unchanged before automatic mode trims.
     #[arg(long, default_value_t = 5, requires = "auto")]
     pub min_runs: usize,
@@ -54,6 +64,10 @@ pub struct ProxyArgs {
     /// A Host accepted besides the local ones (repeatable), e.g. your tunnel's name.
     #[arg(long, value_name = "HOST", requires = "http")]
     pub allowed_host: Vec<String>,
+    /// A browser origin accepted besides the proxy's own (repeatable), e.g.
+    /// https://console.example.
+    #[arg(long, value_name = "ORIGIN", requires = "http")]
+    pub allowed_origin: Vec<String>,
     /// Largest accepted HTTP request body, in bytes.
     #[arg(long, default_value_t = DEFAULT_MAX_BODY_BYTES, requires = "http")]
     pub max_body_bytes: usize,
@@ -75,7 +89,7 @@ fn config_failure(err: config::ConfigError) -> Failure {
 /// Runs `ctxgc proxy`.
 pub fn run(args: ProxyArgs) -> Result<(), Failure> {
     let lookup = |name: &str| std::env::var(name).ok();
-    let servers = if let Some(path) = &args.servers {
+    let mut servers = if let Some(path) = &args.servers {
         config::load_servers(path).map_err(config_failure)?
     } else if let Some(cmd) = &args.upstream_cmd {
         config::single_command(&args.name, cmd, &lookup).map_err(config_failure)?
@@ -84,6 +98,11 @@ pub fn run(args: ProxyArgs) -> Result<(), Failure> {
     } else {
         return Err(Failure::Usage(config::ConfigError::NoServer.to_string()));
     };
+    // Stdio upstreams inherit this process's environment: its credentials must not reach
+    // the agent either.
+    let environment = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+    servers.add_inherited_env(environment, &args.secret_env);
     let mode = match (&args.config, &args.auto) {
         (Some(path), _) => Mode::Config(path.clone()),
         (None, Some(dir)) => Mode::Auto {
@@ -106,14 +125,17 @@ pub fn run(args: ProxyArgs) -> Result<(), Failure> {
                             .into(),
                     )
                 })?;
+            let security = HttpSecurity {
+                token,
+                allowed_hosts: args.allowed_host.clone(),
+                allowed_origins: args.allowed_origin.clone(),
+                max_body_bytes: args.max_body_bytes,
+            };
+            security.check_token().map_err(Failure::Usage)?;
             Downstream::Http {
                 bind: args.bind,
                 port,
-                security: HttpSecurity {
-                    token,
-                    allowed_hosts: args.allowed_host.clone(),
-                    max_body_bytes: args.max_body_bytes,
-                },
+                security,
             }
         }
     };
@@ -126,6 +148,7 @@ pub fn run(args: ProxyArgs) -> Result<(), Failure> {
         downstream,
         timeout: Duration::from_secs(args.timeout),
         quiet: args.quiet,
+        db: args.db.as_deref().map(ctxgc_store::Location::parse),
     })
     .map_err(|err| match err {
         ProxyError::Usage(m) => Failure::Usage(m),

@@ -188,6 +188,7 @@ pub fn security(token: &str) -> HttpSecurity {
     HttpSecurity {
         token: token.to_owned(),
         allowed_hosts: Vec::new(),
+        allowed_origins: Vec::new(),
         max_body_bytes: 64 * 1024,
     }
 }
