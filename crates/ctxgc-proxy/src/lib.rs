@@ -229,16 +229,19 @@ async fn serve(downstream: Downstream, core: Arc<ProxyCore>) -> Result<(), Proxy
     core.connect_all().await;
     match downstream {
         Downstream::Stdio => {
-            let transport = stdio_gate::gate(tokio::io::stdin(), tokio::io::stdout());
+            let (reads, writes, flushed) =
+                stdio_gate::gate(tokio::io::stdin(), tokio::io::stdout());
             let service = ProxyServer::new(core)
-                .serve(transport)
+                .serve((reads, writes))
                 .await
                 .map_err(|e| ProxyError::Session(e.to_string()))?;
-            service
+            let ended = service
                 .waiting()
                 .await
-                .map_err(|e| ProxyError::Session(e.to_string()))?;
-            Ok(())
+                .map_err(|e| ProxyError::Session(e.to_string()));
+            // The last answers reach stdout before the process exits.
+            let _ = tokio::time::timeout(Duration::from_secs(5), flushed).await;
+            ended.map(|_| ())
         }
         Downstream::Http {
             bind,

@@ -71,9 +71,17 @@ fn error_line(id: Value, code: i64, message: &str) -> String {
 }
 
 /// Connects `input`/`output` (the process's stdin/stdout) to an MCP transport: returns the
-/// two ends the MCP layer reads from and writes to. The gate runs on spawned tasks until
-/// `input` ends.
-pub fn gate<R, W>(input: R, output: W) -> (tokio::io::DuplexStream, tokio::io::DuplexStream)
+/// two ends the MCP layer reads from and writes to, and the writer task, which ends once
+/// everything written has been flushed (await it before the process exits, or the last
+/// answers may be lost). The gate runs on spawned tasks until `input` ends.
+pub fn gate<R, W>(
+    input: R,
+    output: W,
+) -> (
+    tokio::io::DuplexStream,
+    tokio::io::DuplexStream,
+    tokio::task::JoinHandle<()>,
+)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -83,7 +91,7 @@ where
     let (lines, mut outgoing) = mpsc::channel::<Vec<u8>>(64);
 
     // The only writer of `output`.
-    tokio::spawn(async move {
+    let writer = tokio::spawn(async move {
         let mut output = output;
         while let Some(line) = outgoing.recv().await {
             if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
@@ -172,5 +180,5 @@ where
         let _ = to_mcp.shutdown().await;
     });
 
-    (mcp_reads, mcp_writes)
+    (mcp_reads, mcp_writes, writer)
 }

@@ -44,9 +44,9 @@ async fn proxy_on_wire() -> Wire {
     core.connect_all().await;
     let (agent_stdin, proxy_stdin) = tokio::io::duplex(1 << 16);
     let (proxy_stdout, agent_stdout) = tokio::io::duplex(1 << 16);
-    let transport = gate(proxy_stdin, proxy_stdout);
+    let (reads, writes, _flushed) = gate(proxy_stdin, proxy_stdout);
     tokio::spawn(async move {
-        if let Ok(running) = ProxyServer::new(core).serve(transport).await {
+        if let Ok(running) = ProxyServer::new(core).serve((reads, writes)).await {
             let _ = running.waiting().await;
         }
     });
