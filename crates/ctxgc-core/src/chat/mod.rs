@@ -316,6 +316,25 @@ pub fn glob_match(pattern: &str, name: &str) -> bool {
     p[pi..].iter().all(|&c| c == '*')
 }
 
+/// How every note and stub ctxgc writes into a tool output opens (`[ctxgc: same output as
+/// ...]`, `[ctxgc: superseded: ...]`, `[ctxgc: output sampled ...]`, `[ctxgc: long output
+/// folded ...]`).
+pub const NOTE_PREFIX: &str = "[ctxgc: ";
+
+/// True when a tool output's text is one ctxgc wrote (a stub, or a sampled or folded output):
+/// the output of an earlier compile being compiled again. Such a text is never evidence for
+/// anything — it is not the tool's answer, only a pointer to it or a part of it — and is
+/// never rewritten again, so compiling an output again changes nothing.
+///
+/// ```
+/// use ctxgc_core::chat::written_by_ctxgc;
+/// assert!(written_by_ctxgc("[ctxgc: same output as the identical call answered in m2]"));
+/// assert!(!written_by_ctxgc("[{\"name\": \"Trail Mix\"}]"));
+/// ```
+pub fn written_by_ctxgc(text: &str) -> bool {
+    text.starts_with(NOTE_PREFIX)
+}
+
 /// The message an item is, if it is one.
 pub fn message_of(item: &Item) -> Option<&Message> {
     match &item.kind {

@@ -148,6 +148,14 @@ pub struct ResultView<'a> {
 }
 
 impl ResultView<'_> {
+    /// True when the output is a stub or note an earlier compile wrote (see
+    /// [`crate::chat::written_by_ctxgc`]): no pass rewrites it or takes it as evidence.
+    pub fn written_by_ctxgc(&self) -> bool {
+        self.text
+            .as_deref()
+            .is_some_and(crate::chat::written_by_ctxgc)
+    }
+
     /// True when the output reports a failure: flagged by the provider, a JSON object with a
     /// non-empty `error`, or a first line that says error, exception, failed or traceback.
     pub fn is_error(&self) -> bool {

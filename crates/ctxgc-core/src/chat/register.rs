@@ -13,6 +13,11 @@
 //! compile — is read back (its facts are carried over, with their provenance) and replaced,
 //! never stacked.
 //!
+//! Only a register ctxgc itself wrote is replaced ([`written_block`]): the exact message or
+//! block [`render`] and the back-end produce, at the place they put it, every line of the
+//! shape [`render`] writes. Any other text, even one that opens with [`HEADER`], is the
+//! caller's and stays as it is.
+//!
 //! ```
 //! use ctxgc_core::chat::register::{parse, Line};
 //! let lines = parse("[ACTIVE_AGENT_STATE]\n- cabin_class = \"economy\" (m6, declared)").unwrap();
@@ -24,7 +29,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::chat::message_of;
 use crate::chat::state::{Fact, Status};
+use crate::ir::{Item, Role};
 
 /// The register's first line; also how a register in the input is recognised.
 pub const HEADER: &str = "[ACTIVE_AGENT_STATE]";
@@ -46,22 +53,163 @@ pub fn render(facts: &BTreeMap<&str, &Fact>) -> Option<String> {
     }
     let mut out = String::from(HEADER);
     for (key, fact) in facts {
-        out.push_str("\n- ");
-        out.push_str(key);
-        out.push_str(" = ");
-        out.push_str(&fact.value.to_string());
-        out.push_str(" (");
-        out.push_str(&fact.provenance);
-        out.push_str(", ");
-        out.push_str(fact.status.word());
-        if !fact.flags.is_empty() {
-            out.push_str(", flagged: ");
-            // Newlines would break the one-line-per-key shape.
-            out.push_str(&fact.flags.join("; ").replace(['\n', '\r'], " "));
-        }
-        out.push(')');
+        push_line(
+            &mut out,
+            key,
+            &fact.value,
+            &fact.provenance,
+            fact.status,
+            &fact.flags.join("; "),
+        );
     }
     Some(out)
+}
+
+fn push_line(
+    out: &mut String,
+    key: &str,
+    value: &Value,
+    provenance: &str,
+    status: Status,
+    flags: &str,
+) {
+    out.push_str("\n- ");
+    out.push_str(key);
+    out.push_str(" = ");
+    out.push_str(&value.to_string());
+    out.push_str(" (");
+    out.push_str(provenance);
+    out.push_str(", ");
+    out.push_str(status.word());
+    if !flags.is_empty() {
+        out.push_str(", flagged: ");
+        // Newlines would break the one-line-per-key shape.
+        out.push_str(&flags.replace(['\n', '\r'], " "));
+    }
+    out.push(')');
+}
+
+/// Reads back a register exactly as [`render`] writes it: the header, then at least one
+/// fact line, keys strictly ascending, nothing else (no other line, no extra whitespace).
+/// `None` for any other text, so a text that only looks like a register is never taken for
+/// one.
+///
+/// ```
+/// use ctxgc_core::chat::register::read_written;
+/// assert!(read_written("[ACTIVE_AGENT_STATE]\n- cabin_class = \"economy\" (m6, declared)").is_some());
+/// // A system prompt that opens with the header but says more is not a register.
+/// assert!(read_written("[ACTIVE_AGENT_STATE]\n- cabin_class = \"economy\" (m6, declared)\nBe polite.").is_none());
+/// assert!(read_written("[ACTIVE_AGENT_STATE]").is_none());
+/// ```
+pub fn read_written(text: &str) -> Option<Vec<Line>> {
+    let lines = parse(text)?;
+    let mut again = String::from(HEADER);
+    let mut previous: Option<&str> = None;
+    for line in &lines {
+        let Line::Fact {
+            key,
+            value,
+            provenance,
+            status,
+            flags,
+        } = line
+        else {
+            return None;
+        };
+        if previous.is_some_and(|p| p >= key.as_str()) {
+            return None;
+        }
+        previous = Some(key);
+        push_line(
+            &mut again,
+            key,
+            value,
+            provenance,
+            *status,
+            &flags.join("; "),
+        );
+    }
+    (!lines.is_empty() && again == text).then_some(lines)
+}
+
+/// The register ctxgc wrote into `item`, if it holds one: the block it is (the whole message
+/// is that one block when `whole`) and its facts. `leading` says whether every item before
+/// this one is a system message: the back-end writes the register there and nowhere else.
+///
+/// What ctxgc writes is exactly `{"role": "system", "content": REGISTER}` (Responses: with
+/// `"type": "message"`), or the last block `{"type": "text", "text": REGISTER}` of an
+/// Anthropic `system` list; a `developer` message, a message with other fields, a block that
+/// is not the last, or a text that [`read_written`] refuses is the caller's.
+pub fn written_block(item: &Item, leading: bool) -> Option<WrittenRegister> {
+    let message = message_of(item)?;
+    if !leading || message.role != Role::System {
+        return None;
+    }
+    let value: Value = serde_json::from_str(&item.raw).ok()?;
+    let (block, whole, text) = match &value {
+        Value::Object(map) => {
+            let only_known_fields = map.iter().all(|(k, v)| match k.as_str() {
+                "role" => *v == "system",
+                "type" => *v == "message",
+                "content" => v.is_string(),
+                _ => false,
+            });
+            if !only_known_fields || !map.contains_key("role") {
+                return None;
+            }
+            (0, true, map.get("content")?.as_str()?)
+        }
+        // An Anthropic `system` list: ctxgc appends the register as its last block.
+        Value::Array(blocks) => {
+            let last = blocks.last()?.as_object()?;
+            let exact = last.len() == 2 && last.get("type").is_some_and(|t| *t == "text");
+            if !exact {
+                return None;
+            }
+            (
+                blocks.len() - 1,
+                blocks.len() == 1,
+                last.get("text")?.as_str()?,
+            )
+        }
+        _ => return None,
+    };
+    let lines = read_written(text)?;
+    Some(WrittenRegister {
+        block,
+        whole,
+        lines,
+    })
+}
+
+/// A register ctxgc wrote, found in an item by [`written_block`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct WrittenRegister {
+    /// The block it is.
+    pub block: usize,
+    /// True when the item holds nothing else.
+    pub whole: bool,
+    /// Its facts.
+    pub lines: Vec<Line>,
+}
+
+/// Tracks whether the items seen so far are all system messages (where the back-end writes
+/// the register). Feed it every item in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LeadingSystem {
+    /// True once an item that is not a system message was seen.
+    past: bool,
+}
+
+impl LeadingSystem {
+    /// Takes `item` into account; returns true when it is in the leading run of system
+    /// messages.
+    pub fn next(&mut self, item: &Item) -> bool {
+        if message_of(item).is_none_or(|m| m.role != Role::System) {
+            self.past = true;
+        }
+        !self.past
+    }
 }
 
 /// One line of a register read back.

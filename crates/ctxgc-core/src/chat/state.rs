@@ -362,9 +362,11 @@ pub enum StateEventKind {
         /// The key.
         key: String,
     },
-    /// A register line that could not be read back (the fact is not carried over).
-    UnreadableRegisterLine {
-        /// The line.
+    /// A system text that opens with the register's header but is not a register ctxgc wrote
+    /// (other lines, another shape, or not where ctxgc puts the register): it is the caller's
+    /// text, sent as it is, and none of its lines is read as a fact.
+    ForeignRegister {
+        /// Its first line.
         line: String,
     },
 }
@@ -438,6 +440,9 @@ pub struct Ledger {
     turns: BTreeMap<usize, Vec<(String, Verb)>>,
     events: Vec<StateEvent>,
     tracked: usize,
+    /// Where the back-end writes the register (the only place one is read back from).
+    #[serde(default)]
+    leading: register::LeadingSystem,
 }
 
 impl Ledger {
@@ -510,12 +515,27 @@ impl Ledger {
         let Some(message) = message_of(item) else {
             return;
         };
+        let leading = self.leading.next(item);
         if message.role == Role::System {
-            for block in &message.blocks {
+            let written = register::written_block(item, leading);
+            if let Some(w) = &written {
+                self.carry_over(i, &w.lines);
+            }
+            for (b, block) in message.blocks.iter().enumerate() {
+                if written.as_ref().is_some_and(|w| w.block == b) {
+                    continue;
+                }
                 if let Some(text) = block_text(block)
-                    && let Some(lines) = register::parse(text)
+                    && register::parse(text).is_some()
                 {
-                    self.carry_over(i, item, &lines);
+                    let line = text.trim_start().lines().next().unwrap_or_default();
+                    self.event(
+                        i,
+                        item,
+                        StateEventKind::ForeignRegister {
+                            line: line.to_owned(),
+                        },
+                    );
                 }
             }
         }
@@ -548,7 +568,7 @@ impl Ledger {
         }
     }
 
-    fn carry_over(&mut self, i: usize, item: &Item, lines: &[register::Line]) {
+    fn carry_over(&mut self, i: usize, lines: &[register::Line]) {
         for line in lines {
             match line {
                 register::Line::Fact {
@@ -581,11 +601,8 @@ impl Ledger {
                         flags: flags.clone(),
                     });
                 }
-                register::Line::Unreadable(text) => self.event(
-                    i,
-                    item,
-                    StateEventKind::UnreadableRegisterLine { line: text.clone() },
-                ),
+                // A register ctxgc wrote has no such line (see `register::read_written`).
+                register::Line::Unreadable(_) => {}
             }
         }
     }

@@ -11,7 +11,8 @@
 //! call came back different in between, the world changed and the later result is not a
 //! duplicate. Error results are stubbed the same way (pointing at the identical error, never
 //! saying it was resolved). Outputs of `--keep-tool` tools and of the recall tool are never
-//! touched, and a stub is used only when it costs fewer tokens than the output.
+//! touched, and a stub is used only when it costs fewer tokens than the output. A stub or note
+//! an earlier compile wrote is never a twin and is never stubbed again.
 //!
 //! **Example.**
 //! ```text
@@ -76,6 +77,12 @@ impl Pass for DuplicateResults {
             self.pairing.add(i, &cx.items[i]);
             for r in results_of(&self.pairing, i, &cx.items[i]) {
                 if self.config.tool_protected(&r.call.name) {
+                    continue;
+                }
+                if r.written_by_ctxgc() {
+                    // What it stands for is unknown here, so the next result is not a
+                    // back-to-back repeat of anything before it.
+                    self.last.remove(&r.call.signature);
                     continue;
                 }
                 let hash = blake3::hash(canonical_json(&r.output.output).as_bytes())

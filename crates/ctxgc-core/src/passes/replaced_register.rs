@@ -1,14 +1,17 @@
 //! `register`: retires a register left in the input by an earlier compile.
 //!
-//! **What.** A system message (or Anthropic system block) whose text is an
-//! `[ACTIVE_AGENT_STATE]` register is retired (or, when the system prompt holds other blocks
-//! too, only the register block is removed); the back-end writes one fresh register after the
+//! **What.** A register an earlier compile wrote — the system message holding exactly the
+//! rendered `[ACTIVE_AGENT_STATE]` block, in the leading run of system messages, or the last
+//! block of an Anthropic `system` list — is retired (or, when the system prompt holds other
+//! blocks too, only that block is removed); the back-end writes one fresh register after the
 //! system prompt.
 //!
 //! **Why it is safe.** Its facts are read back into the ledger before anything is decided
 //! (carried over with their provenance), so the fresh register says everything the old one
-//! said, updated by any later declaration: registers are replaced, never stacked. Only system
-//! content counts as a register — a user or tool message that looks like one is not trusted.
+//! said, updated by any later declaration: registers are replaced, never stacked. Only what
+//! ctxgc itself writes counts as a register: a user or tool message that looks like one, a
+//! later system or developer message, a block other than the last, or a system text that
+//! opens with the header but holds anything else is the caller's and stays byte for byte.
 //!
 //! **Example.**
 //! ```text
@@ -24,8 +27,7 @@ use std::ops::Range;
 use serde::{Deserialize, Serialize};
 
 use super::{Cx, Pass, PassDoc};
-use crate::chat::{block_text, message_of, register};
-use crate::ir::{Block, Role};
+use crate::chat::register;
 use crate::plan::{Action, BlockRewrite, Reason, Verdict};
 
 /// This pass's doc.
@@ -35,11 +37,14 @@ pub static DOC: PassDoc = PassDoc {
     doc: include_str!("replaced_register.rs"),
 };
 
-/// State: registers found, by item: the register blocks, and whether that is all it holds.
+/// State: registers found, by item: the register block, and whether that is all it holds.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ReplacedRegister {
     #[serde(with = "crate::chat::position_map")]
-    found: HashMap<usize, (Vec<usize>, bool)>,
+    found: HashMap<usize, (usize, bool)>,
+    /// Where the back-end writes the register (the only place one is replaced).
+    #[serde(default)]
+    leading: register::LeadingSystem,
 }
 
 impl Pass for ReplacedRegister {
@@ -49,30 +54,17 @@ impl Pass for ReplacedRegister {
 
     fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, _changed: &[usize]) -> Vec<usize> {
         for i in new {
-            let Some(m) = message_of(&cx.items[i]) else {
-                continue;
-            };
-            if m.role != Role::System {
-                continue;
-            }
-            let blocks: Vec<usize> = m
-                .blocks
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| matches!(b, Block::Text { .. }))
-                .filter(|(_, b)| block_text(b).and_then(register::parse).is_some())
-                .map(|(k, _)| k)
-                .collect();
-            if !blocks.is_empty() {
-                let whole = blocks.len() == m.blocks.len();
-                self.found.insert(i, (blocks, whole));
+            let item = &cx.items[i];
+            let leading = self.leading.next(item);
+            if let Some(w) = register::written_block(item, leading) {
+                self.found.insert(i, (w.block, w.whole));
             }
         }
         Vec::new()
     }
 
     fn verdict(&self, _cx: &Cx<'_>, i: usize) -> Option<Verdict> {
-        let (blocks, whole) = self.found.get(&i)?;
+        let (block, whole) = self.found.get(&i)?;
         let note = Some("an earlier register, replaced by the fresh one".to_owned());
         Some(if *whole {
             Verdict {
@@ -84,13 +76,10 @@ impl Pass for ReplacedRegister {
                 action: Action::Rewrite,
                 reason: Reason::Register,
                 by: Vec::new(),
-                rewrites: blocks
-                    .iter()
-                    .map(|&b| BlockRewrite {
-                        block: b,
-                        text: String::new(),
-                    })
-                    .collect(),
+                rewrites: vec![BlockRewrite {
+                    block: *block,
+                    text: String::new(),
+                }],
                 note,
             }
         })

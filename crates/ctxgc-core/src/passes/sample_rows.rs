@@ -75,7 +75,7 @@ impl Pass for SampleRows {
         for i in new {
             self.pairing.add(i, &cx.items[i]);
             for r in results_of(&self.pairing, i, &cx.items[i]) {
-                if self.config.tool_protected(&r.call.name) {
+                if self.config.tool_protected(&r.call.name) || r.written_by_ctxgc() {
                     continue;
                 }
                 let Some(text) = &r.text else { continue };

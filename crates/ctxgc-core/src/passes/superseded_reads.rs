@@ -10,8 +10,9 @@
 //! competes with it. Error results are never stubbed, and an error never supersedes a
 //! success — the record of a failure or of a success is kept either way, and no stub ever says
 //! that anything was resolved. Outputs of `--keep-tool` tools and of the recall tool are never
-//! touched, and a stub is used only when it costs fewer tokens than the output. Off in the
-//! lossless preset.
+//! touched, and a stub is used only when it costs fewer tokens than the output. A stub or note
+//! an earlier compile wrote is not a read: it never supersedes anything and is never stubbed
+//! again. Off in the lossless preset.
 //!
 //! **Example.**
 //! ```text
@@ -79,7 +80,9 @@ impl Pass for SupersededReads {
         for i in new {
             self.pairing.add(i, &cx.items[i]);
             for r in results_of(&self.pairing, i, &cx.items[i]) {
-                if self.config.tool_protected(&r.call.name) {
+                // A stub of an earlier compile is not a read: it neither supersedes nor is
+                // superseded (its original is in that compile's receipt).
+                if self.config.tool_protected(&r.call.name) || r.written_by_ctxgc() {
                     continue;
                 }
                 let list = self.reads.entry(r.call.signature.clone()).or_default();

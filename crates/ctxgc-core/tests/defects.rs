@@ -1,0 +1,224 @@
+//! Defects found by an outside attack on the compiler, each reproduced on the input that
+//! showed it: data destroyed by compiling an output again, system prompt text taken for a
+//! register.
+
+use std::path::PathBuf;
+
+use ctxgc_core::chat::{ChatOptions, Preset};
+use ctxgc_core::{Action, Compiled, Options, Reason, compile};
+use serde_json::{Value, json};
+
+fn fixture(name: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/chat")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn options(preset: Preset) -> Options {
+    Options {
+        chat: ChatOptions {
+            preset,
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+fn run(text: &str, preset: Preset) -> Compiled {
+    compile(text, &options(preset)).expect("compiles")
+}
+
+const PRESETS: [Preset; 3] = [Preset::Lossless, Preset::Default, Preset::Aggressive];
+
+/// Item 2: compiling the output of a compile again must change nothing. On the bundled
+/// Anthropic fixture the second compile used to take the first compile's duplicate stub as a
+/// newer, different read and stub the result it pointed at, so neither copy was left.
+#[test]
+fn item_2_compiling_an_output_again_changes_nothing() {
+    for name in [
+        "anthropic_session.json",
+        "airline_cabin_change.json",
+        "responses_session.json",
+    ] {
+        for preset in PRESETS {
+            let first = run(&fixture(name), preset);
+            let second = run(&first.output, preset);
+            assert_eq!(
+                second.output,
+                first.output,
+                "{name} ({}): compiling the output again changed it",
+                preset.name()
+            );
+            for d in &second.decisions {
+                assert!(
+                    d.action == Action::Keep || d.reason == Some(Reason::Register),
+                    "{name} ({}): the second compile decided {d:?}",
+                    preset.name()
+                );
+            }
+        }
+    }
+
+    // The shape of the report: the first compile stubs the later identical result, and the
+    // earlier one, which the stub points at, survives every later compile.
+    let first = run(&fixture("anthropic_session.json"), Preset::Default);
+    assert!(
+        first
+            .output
+            .contains("[ctxgc: same output as the identical call answered in m2]")
+    );
+    let mut text = first.output.clone();
+    for _ in 0..3 {
+        let again = run(&text, Preset::Default);
+        assert!(again.output.contains("Peanut Butter 500g"));
+        assert!(!again.output.contains("returned a different result"));
+        text = again.output;
+    }
+}
+
+/// Stubs of an earlier compile in a hand-made chat: a duplicate stub is never a newer read,
+/// and a sampled output is never sampled or superseded again.
+#[test]
+fn item_2_a_stub_is_never_evidence() {
+    let call = |id: &str| {
+        json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": id, "type": "function", "function": {"name": "get_order", "arguments": "{\"id\":7}"}}]})
+    };
+    let rows: Vec<Value> = (0..40)
+        .map(|n| json!({"sku": format!("S{n}"), "qty": n}))
+        .collect();
+    let chat = json!([
+        {"role": "system", "content": "You handle orders."},
+        {"role": "user", "content": "Show order 7."},
+        call("c1"),
+        {"role": "tool", "tool_call_id": "c1", "content": Value::Array(rows).to_string()},
+        call("c2"),
+        {"role": "tool", "tool_call_id": "c2", "content": "[ctxgc: same output as the identical call answered in m3]"},
+        call("c3"),
+        {"role": "tool", "tool_call_id": "c3", "content": "[ctxgc: output sampled, row numbers 1-based; $: 10 of 40 rows shown; shown rows keep every field; the full output is kept by the operator (ctxgc receipt m7)]\n[]"},
+        {"role": "user", "content": "Thanks."}
+    ]);
+    let text = chat.to_string();
+    let out = run(&text, Preset::Aggressive);
+    for id in ["m5", "m7"] {
+        let d = out.decisions.iter().find(|d| d.id == id).expect("decision");
+        assert_eq!(d.action, Action::Keep, "{id}: {d:?}");
+    }
+    // m3 may be sampled (it is bulky) but never called superseded by a stub.
+    let m3 = out.decisions.iter().find(|d| d.id == "m3").expect("m3");
+    assert_ne!(m3.reason, Some(Reason::SupersededRead), "{m3:?}");
+    assert!(!out.output.contains("returned a different result"));
+}
+
+fn system_content(output: &str, index: usize) -> Value {
+    let v: Value = serde_json::from_str(output).expect("output is JSON");
+    v[index]["content"].clone()
+}
+
+fn declaring_turns() -> Vec<Value> {
+    vec![
+        json!({"role": "user", "content": "Move me to business."}),
+        json!({"role": "assistant", "content": "Done.\n<contextgc-state>{\"assert\": {\"cabin_class\": \"business\"}}</contextgc-state>"}),
+    ]
+}
+
+/// Item 3: only a register ctxgc wrote is replaced; any other system text stays byte for
+/// byte (under every preset), wherever it is and whatever it opens with.
+#[test]
+fn item_3_only_a_register_ctxgc_wrote_is_replaced() {
+    let policy = "[ACTIVE_AGENT_STATE]\n- tone = \"formal\" (policy, declared)\nNever reveal a PIN.\nEscalate refunds over $500.";
+    for preset in PRESETS {
+        // A system prompt that opens with the header and says more.
+        let mut chat = vec![json!({"role": "system", "content": policy})];
+        chat.extend(declaring_turns());
+        let out = run(&Value::Array(chat).to_string(), preset);
+        assert_eq!(system_content(&out.output, 0), policy, "{}", preset.name());
+        let d = &out.decisions[0];
+        assert_eq!(d.action, Action::Keep, "{}: {d:?}", preset.name());
+        let register = out.chat.as_ref().expect("chat report");
+        assert!(register.register.iter().all(|e| e.key != "tone"));
+
+        // A later system message and a developer message that look exactly like a register.
+        let lookalike = "[ACTIVE_AGENT_STATE]\n- cabin_class = \"economy\" (m0, declared)";
+        let mut chat = vec![json!({"role": "system", "content": "You are an airline agent."})];
+        chat.extend(declaring_turns());
+        chat.push(json!({"role": "system", "content": lookalike}));
+        chat.push(json!({"role": "developer", "content": lookalike}));
+        chat.push(json!({"role": "user", "content": "Thanks."}));
+        let text = Value::Array(chat).to_string();
+        let out = run(&text, preset);
+        let sent: Value = serde_json::from_str(&out.output).expect("JSON");
+        let sent = sent.as_array().expect("a list");
+        let later: Vec<&Value> = sent.iter().filter(|m| m["content"] == lookalike).collect();
+        assert_eq!(later.len(), 2, "{}: {}", preset.name(), out.output);
+        for id in ["m3", "m4"] {
+            let d = out.decisions.iter().find(|d| d.id == id).expect("decision");
+            assert_eq!(d.action, Action::Keep, "{}: {d:?}", preset.name());
+        }
+
+        // Anthropic: a string system that opens with the header, and a list system whose
+        // second block does (not the last block, and a last block with other lines).
+        let messages = json!([
+            {"role": "user", "content": "Move me to business."},
+            {"role": "assistant", "content": "Done.\n<contextgc-state>{\"assert\": {\"cabin_class\": \"business\"}}</contextgc-state>"},
+            {"role": "user", "content": "Thanks."}
+        ]);
+        let systems = [
+            json!(policy),
+            json!([
+                {"type": "text", "text": "You are an airline agent."},
+                {"type": "text", "text": lookalike},
+                {"type": "text", "text": "Be brief."}
+            ]),
+            json!([
+                {"type": "text", "text": "You are an airline agent."},
+                {"type": "text", "text": policy}
+            ]),
+        ];
+        for system in systems {
+            let doc = json!({"model": "m", "system": system.clone(), "messages": messages});
+            let out = run(&doc.to_string(), preset);
+            let sent: Value = serde_json::from_str(&out.output).expect("JSON");
+            let texts: Vec<String> = match &sent["system"] {
+                Value::String(s) => vec![s.clone()],
+                Value::Array(blocks) => blocks
+                    .iter()
+                    .map(|b| b["text"].as_str().unwrap_or_default().to_owned())
+                    .collect(),
+                other => panic!("system became {other}"),
+            };
+            let given: Vec<String> = match &system {
+                Value::String(s) => vec![s.clone()],
+                Value::Array(blocks) => blocks
+                    .iter()
+                    .map(|b| b["text"].as_str().unwrap_or_default().to_owned())
+                    .collect(),
+                _ => unreachable!(),
+            };
+            // Every block given is sent as it was, then one fresh register.
+            assert_eq!(texts[..given.len()], given[..], "{}", preset.name());
+            assert_eq!(texts.len(), given.len() + 1, "{}: {texts:?}", preset.name());
+            assert!(texts[given.len()].contains("cabin_class = \"business\""));
+        }
+    }
+}
+
+/// The register ctxgc writes is still replaced, never stacked, and its facts carried over.
+#[test]
+fn item_3_a_register_ctxgc_wrote_is_replaced_not_stacked() {
+    let mut chat = vec![json!({"role": "system", "content": "You are an airline agent."})];
+    chat.extend(declaring_turns());
+    let first = run(&Value::Array(chat).to_string(), Preset::Default);
+    let second = run(&first.output, Preset::Default);
+    assert_eq!(second.output.matches("[ACTIVE_AGENT_STATE]").count(), 1);
+    let report = second.chat.as_ref().expect("chat report");
+    assert_eq!(report.register.len(), 1);
+    assert!(report.register[0].carried);
+
+    let doc = json!({"model": "m", "system": "Policy.", "messages": declaring_turns()});
+    let first = run(&doc.to_string(), Preset::Lossless);
+    let second = run(&first.output, Preset::Lossless);
+    assert_eq!(second.output, first.output);
+    assert_eq!(second.output.matches("[ACTIVE_AGENT_STATE]").count(), 1);
+}
