@@ -45,6 +45,11 @@ impl Gateway {
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
     }
+
+    /// The conversations, when a store is configured.
+    pub fn sessions(&self) -> Option<&Arc<Sessions>> {
+        self.sessions.as_ref()
+    }
 }
 
 /// Headers that describe one hop, never forwarded (RFC 9110 section 7.6.1), and the

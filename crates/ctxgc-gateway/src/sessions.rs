@@ -84,7 +84,8 @@ struct Live {
 
 /// The conversations, the store and the compile options.
 pub struct Sessions {
-    store: Mutex<AnyStore>,
+    /// `None` only while being dropped.
+    store: Mutex<Option<AnyStore>>,
     live: Mutex<HashMap<String, Arc<Mutex<Option<Live>>>>>,
     clock: std::sync::atomic::AtomicU64,
     options: Options,
@@ -117,7 +118,7 @@ impl Sessions {
             });
         }
         Sessions {
-            store: Mutex::new(store),
+            store: Mutex::new(Some(store)),
             live: Mutex::new(HashMap::new()),
             clock: std::sync::atomic::AtomicU64::new(0),
             options,
@@ -133,9 +134,18 @@ impl Sessions {
     }
 
     /// Runs `f` with the store (blocking: call from a blocking thread).
-    pub fn with_store<T>(&self, f: impl FnOnce(&mut AnyStore) -> T) -> T {
+    pub fn with_store<T>(
+        &self,
+        f: impl FnOnce(&mut AnyStore) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         let mut guard = self.store.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut guard)
+        match guard.as_mut() {
+            Some(store) => f(store),
+            None => Err(StoreError::Backend {
+                backend: "gateway",
+                message: "the store is closed".into(),
+            }),
+        }
     }
 
     fn entry(&self, key: &str) -> Arc<Mutex<Option<Live>>> {
@@ -414,6 +424,25 @@ impl Sessions {
                 .unwrap_or_else(|| format!("gw-{key}")),
         };
         self.with_store(|s| s.receipt(&context_id, id))
+    }
+}
+
+impl Drop for Sessions {
+    /// A PostgreSQL client closes by running a runtime of its own, which cannot happen on a
+    /// thread that drives async tasks: the store is closed on a thread of its own.
+    fn drop(&mut self) {
+        let store = self
+            .store
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(store) = store {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                let _ = std::thread::spawn(move || drop(store)).join();
+            } else {
+                drop(store);
+            }
+        }
     }
 }
 
