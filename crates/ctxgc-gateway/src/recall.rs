@@ -215,6 +215,37 @@ fn continue_request(
     Some(())
 }
 
+/// What the model gets back for a stored item: the text of a tool output or message when it
+/// is one string, the item's original JSON otherwise.
+///
+/// ```
+/// use ctxgc_gateway::recall::original_text;
+/// assert_eq!(original_text(r#"{"role":"tool","tool_call_id":"c1","content":"42 rows"}"#), "42 rows");
+/// assert_eq!(original_text(r#"{"type":"function_call_output","call_id":"c1","output":"ok"}"#), "ok");
+/// assert_eq!(original_text(r#"{"role":"user","content":[{"type":"image"}]}"#), r#"{"role":"user","content":[{"type":"image"}]}"#);
+/// ```
+pub fn original_text(raw: &str) -> String {
+    let Ok(value) = serde_json::from_str::<Value>(raw) else {
+        return raw.to_owned();
+    };
+    let text = value
+        .get("content")
+        .or_else(|| value.get("output"))
+        .and_then(|c| match c {
+            Value::String(s) => Some(s.clone()),
+            // An Anthropic tool result inside a user message: its one text.
+            Value::Array(blocks) if blocks.len() == 1 => {
+                let b = &blocks[0];
+                match b.get("content") {
+                    Some(Value::String(s)) => Some(s.clone()),
+                    _ => b.get("text").and_then(Value::as_str).map(str::to_owned),
+                }
+            }
+            _ => None,
+        });
+    text.unwrap_or_else(|| raw.to_owned())
+}
+
 /// What the store gives back for one call.
 async fn answer_call(gateway: &Arc<Gateway>, session: &str, call: &Call) -> String {
     let Some(id) = call.receipt.clone() else {
@@ -228,7 +259,7 @@ async fn answer_call(gateway: &Arc<Gateway>, session: &str, call: &Call) -> Stri
     let found = tokio::task::spawn_blocking(move || sessions.receipt(&key, &lookup)).await;
     match found {
         Ok(Ok(Some(bytes))) => match String::from_utf8(bytes) {
-            Ok(text) => text,
+            Ok(text) => original_text(&text),
             Err(_) => format!("receipt {id:?} holds bytes that are not UTF-8 text"),
         },
         Ok(Ok(None)) => format!("no item with id {id:?} in this conversation"),

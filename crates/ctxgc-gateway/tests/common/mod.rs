@@ -134,13 +134,14 @@ fn last_user_text(body: &Value) -> String {
     String::new()
 }
 
-/// The output of the first recall result in a request, if the gateway sent one.
+/// The recall result the gateway appended last to a request, if any.
 fn recall_result(body: &Value) -> Option<String> {
     let list = body
         .get("messages")
         .or_else(|| body.get("input"))?
         .as_array()?;
-    for m in list {
+    // Only the last message: the result the gateway just appended.
+    if let Some(m) = list.last() {
         if m.get("role").and_then(Value::as_str) == Some("tool") {
             return m.get("content").and_then(Value::as_str).map(str::to_owned);
         }
