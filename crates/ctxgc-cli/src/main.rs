@@ -38,6 +38,8 @@ enum Command {
     Bench(Box<cmd::bench::BenchArgs>),
     /// Run an MCP proxy in front of MCP servers that trims their tool outputs (and gives them back with `expand`).
     Proxy(cmd::proxy::ProxyArgs),
+    /// Run an HTTP gateway for OpenAI and Anthropic clients: point the base URL at it and every request's conversation is compiled.
+    Gateway(cmd::gateway::GatewayArgs),
     /// Keep sessions in a database (SQLite by default, PostgreSQL for fleets): append, compile, receipt, list.
     Session(cmd::session::SessionArgs),
     /// Learn from traces which fields of each tool's output the agent uses: writes a projection to review.
@@ -92,6 +94,7 @@ fn main() -> ExitCode {
         Command::Receipt(args) => cmd::receipt::run(args),
         Command::Bench(args) => cmd::bench::run_bench(*args),
         Command::Proxy(args) => cmd::proxy::run(args),
+        Command::Gateway(args) => cmd::gateway::run(args),
         Command::Session(args) => cmd::session::run(args),
         Command::Learn(args) => cmd::learn::run(args),
         Command::Trim(args) => cmd::trim::run(args),

@@ -66,8 +66,10 @@ impl HttpSecurity {
     }
 }
 
+/// The checks of [`HttpSecurity`], ready to run as middleware (also used by other servers
+/// that share the proxy's rules, like the gateway).
 #[derive(Clone)]
-struct Guard {
+pub struct Guard {
     token_digest: [u8; 32],
     allowed_hosts: Arc<Vec<String>>,
     allowed_origins: Arc<Vec<String>>,
@@ -77,7 +79,26 @@ struct Guard {
 }
 
 impl Guard {
-    fn token_matches(&self, presented: &str) -> bool {
+    /// The checks for a server listening on `local`.
+    pub fn new(security: &HttpSecurity, local: SocketAddr) -> Guard {
+        let lowered = |list: &[String]| -> Arc<Vec<String>> {
+            Arc::new(
+                list.iter()
+                    .map(|h| h.trim().trim_end_matches('/').to_ascii_lowercase())
+                    .collect(),
+            )
+        };
+        Guard {
+            token_digest: *blake3::hash(security.token.as_bytes()).as_bytes(),
+            allowed_hosts: lowered(&security.allowed_hosts),
+            allowed_origins: lowered(&security.allowed_origins),
+            local,
+            max_body_bytes: security.max_body_bytes,
+        }
+    }
+
+    /// Whether `presented` is the token, compared in constant time.
+    pub fn token_matches(&self, presented: &str) -> bool {
         // Digests first: equal lengths, so the comparison time says nothing about the
         // token's length either.
         let presented = blake3::hash(presented.as_bytes());
@@ -87,7 +108,7 @@ impl Guard {
     /// Whether `authority` (a `Host` value) names this proxy: a local name or the bound
     /// address with the proxy's own port, or an entry of `--allowed-host` (`host:port`
     /// exactly; a bare `host` with no port, as behind a tunnel, or with the proxy's port).
-    fn host_allowed(&self, authority: &str) -> bool {
+    pub fn host_allowed(&self, authority: &str) -> bool {
         let authority = authority.trim().to_ascii_lowercase();
         let host = host_of(&authority);
         let port = port_of(&authority);
@@ -109,7 +130,7 @@ impl Guard {
 
     /// Whether a browser `Origin` may call: the proxy's own origin or one given with
     /// `--allowed-origin`. `Origin: null` (sandboxed pages, files) is refused.
-    fn origin_allowed(&self, origin: &str) -> bool {
+    pub fn origin_allowed(&self, origin: &str) -> bool {
         let origin = origin.trim().trim_end_matches('/').to_ascii_lowercase();
         if let Some(authority) = origin.strip_prefix("http://")
             && !authority.contains('/')
@@ -162,7 +183,8 @@ fn refuse(status: StatusCode, message: &'static str) -> Response {
     response
 }
 
-async fn check_host(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+/// Middleware: refuses (403) a request whose `Host` does not name this server.
+pub async fn check_host(State(guard): State<Guard>, request: Request, next: Next) -> Response {
     let authority = request
         .headers()
         .get(header::HOST)
@@ -173,12 +195,13 @@ async fn check_host(State(guard): State<Guard>, request: Request, next: Next) ->
         Some(a) if guard.host_allowed(&a) => next.run(request).await,
         _ => refuse(
             StatusCode::FORBIDDEN,
-            "Host not allowed: only the proxy's own address and port, and hosts given with --allowed-host\n",
+            "Host not allowed: only this server's own address and port, and hosts given with --allowed-host\n",
         ),
     }
 }
 
-async fn check_origin(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+/// Middleware: refuses (403) a browser request from a foreign `Origin`.
+pub async fn check_origin(State(guard): State<Guard>, request: Request, next: Next) -> Response {
     // No Origin: not a browser (or a same-origin GET); the token still protects the call.
     let allowed = match request.headers().get(header::ORIGIN) {
         None => true,
@@ -191,7 +214,7 @@ async fn check_origin(State(guard): State<Guard>, request: Request, next: Next) 
     } else {
         refuse(
             StatusCode::FORBIDDEN,
-            "Origin not allowed: only the proxy's own and those given with --allowed-origin\n",
+            "Origin not allowed: only this server's own and those given with --allowed-origin\n",
         )
     }
 }
@@ -209,7 +232,7 @@ pub fn parse_error_body(detail: &str) -> String {
 /// Reads the whole body under the size limit (a declared length or a chunked stream over
 /// it: 413) and, for MCP posts, refuses what is not JSON (400, JSON-RPC -32700), before
 /// the MCP layer sees it.
-async fn check_body(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+pub async fn check_body(State(guard): State<Guard>, request: Request, next: Next) -> Response {
     let too_large = || {
         refuse(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -340,20 +363,7 @@ async fn report(State(core): State<Arc<ProxyCore>>) -> Response {
 /// The HTTP application: `/mcp` (streamable HTTP MCP) and `/report`, behind the checks;
 /// `local` is the address the listener is bound to.
 pub fn router(core: Arc<ProxyCore>, security: &HttpSecurity, local: SocketAddr) -> Router {
-    let lowered = |list: &[String]| -> Arc<Vec<String>> {
-        Arc::new(
-            list.iter()
-                .map(|h| h.trim().trim_end_matches('/').to_ascii_lowercase())
-                .collect(),
-        )
-    };
-    let guard = Guard {
-        token_digest: *blake3::hash(security.token.as_bytes()).as_bytes(),
-        allowed_hosts: lowered(&security.allowed_hosts),
-        allowed_origins: lowered(&security.allowed_origins),
-        local,
-        max_body_bytes: security.max_body_bytes,
-    };
+    let guard = Guard::new(security, local);
     // The checks above are the proxy's; the MCP layer's own Host check stays as a second
     // line, with the same hosts.
     let mut hosts: Vec<String> = LOCAL_HOSTS.iter().map(|h| (*h).to_owned()).collect();

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod compile;
 pub mod diff;
 pub mod explain;
+pub mod gateway;
 pub mod learn;
 pub mod measure;
 pub mod proxy;

@@ -1,0 +1,195 @@
+//! Recall round trips, Anthropic cache breakpoints and the metrics endpoint, over real HTTP.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+
+fn read_call(id: &str) -> Value {
+    json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function",
+        "function": {"name": "read_file", "arguments": "{\"path\": \"src/lib.rs\"}"}}]})
+}
+
+fn conversation(model: &str, file: &str) -> Value {
+    json!({"model": model, "messages": [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Look at src/lib.rs."},
+        read_call("c1"),
+        {"role": "tool", "tool_call_id": "c1", "content": file},
+        {"role": "user", "content": "What does line 100 say?"}
+    ]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recall_is_answered_from_the_store_and_the_client_sees_a_normal_answer() {
+    let upstream = FakeUpstream::start().await;
+    let (_db, store) = sqlite_store();
+    let mut options = options_for(&upstream.base);
+    options.recall = true;
+    let gateway = TestGateway::start(options, Some(store)).await;
+    let http = reqwest::Client::new();
+    let file: String = (0..400)
+        .map(|i| format!("line {i}: fn item_{i}() {{}}\n"))
+        .collect();
+
+    // First request: the long read is folded, and the fold names its receipt.
+    let r = http
+        .post(format!("{}/v1/chat/completions", gateway.base))
+        .json(&conversation("fake-model", &file))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let sent = upstream.last().json();
+    let tools = sent["tools"]
+        .as_array()
+        .expect("the recall tool is offered");
+    assert!(
+        tools
+            .iter()
+            .any(|t| t["function"]["name"] == "ctxgc_recall")
+    );
+    let stub = sent["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .find(|c| c.contains("call ctxgc_recall with id"))
+        .expect("a stub that names its receipt")
+        .to_owned();
+    let id = stub
+        .split("call ctxgc_recall with id \"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_owned();
+
+    // Second request, same conversation: the model calls the tool, the gateway answers it
+    // from the store and sends the request on; the client gets the final answer only.
+    let before = upstream.requests().len();
+    let r = http
+        .post(format!("{}/v1/chat/completions", gateway.base))
+        .json(&conversation(&format!("recall:{id}"), &file))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let answer: Value = r.json().await.unwrap();
+    let text = answer["choices"][0]["message"]["content"].as_str().unwrap();
+    assert_eq!(text, format!("recalled: {file}"));
+    assert!(answer["choices"][0]["message"]["tool_calls"].is_null());
+    let rounds = &upstream.requests()[before..];
+    assert_eq!(rounds.len(), 2);
+    let continued = rounds[1].json();
+    let msgs = continued["messages"].as_array().unwrap();
+    let n = msgs.len();
+    assert_eq!(
+        msgs[n - 2]["tool_calls"][0]["function"]["name"],
+        "ctxgc_recall"
+    );
+    assert_eq!(msgs[n - 1]["role"], "tool");
+    assert_eq!(msgs[n - 1]["content"], file);
+
+    // An id the conversation does not have is said so, not invented.
+    let r = http
+        .post(format!("{}/v1/chat/completions", gateway.base))
+        .json(&conversation("recall:m999", &file))
+        .send()
+        .await
+        .unwrap();
+    let answer: Value = r.json().await.unwrap();
+    let text = answer["choices"][0]["message"]["content"].as_str().unwrap();
+    assert_eq!(
+        text,
+        "recalled: no item with id \"m999\" in this conversation"
+    );
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_recall_stubs_name_no_tool() {
+    let upstream = FakeUpstream::start().await;
+    let (_db, store) = sqlite_store();
+    let gateway = TestGateway::start(options_for(&upstream.base), Some(store)).await;
+    let file: String = (0..400).map(|i| format!("line {i}\n")).collect();
+    reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", gateway.base))
+        .json(&conversation("fake-model", &file))
+        .send()
+        .await
+        .unwrap();
+    let sent = String::from_utf8(upstream.last().body).unwrap();
+    assert!(!sent.contains("ctxgc_recall"), "{sent}");
+    assert!(sent.contains("kept by the operator"), "{sent}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_breakpoints_and_metrics() {
+    let upstream = FakeUpstream::start().await;
+    let (_db, store) = sqlite_store();
+    let mut options = options_for(&upstream.base);
+    options.cache_breakpoints = true;
+    let gateway = TestGateway::start(options, Some(store)).await;
+    let http = reqwest::Client::new();
+    let body = json!({"model": "fake-model", "max_tokens": 16,
+    "system": [{"type": "text", "text": "Policy.", "cache_control": {"type": "ephemeral"}}],
+    "messages": [
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": [{"type": "text", "text": "second"}]}
+    ]});
+    for _ in 0..2 {
+        let r = http
+            .post(format!("{}/v1/messages", gateway.base))
+            .header("x-ctxgc-session", "bp-1")
+            .header("x-api-key", "sk-ant-x")
+            .header("anthropic-version", "2023-06-01")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        r.bytes().await.unwrap();
+    }
+    let sent = upstream.last().json();
+    // The client's marker on the system prompt is kept; one more goes on the last block.
+    assert_eq!(sent["system"][0]["cache_control"]["type"], "ephemeral");
+    assert_eq!(
+        sent["messages"][2]["content"][0]["cache_control"]["type"],
+        "ephemeral"
+    );
+    assert!(sent["messages"][0].get("cache_control").is_none());
+    assert_eq!(sent.to_string().matches("cache_control").count(), 2);
+
+    let metrics = http
+        .get(format!("{}/metrics", gateway.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let line = |name: &str| {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("{name} in {metrics}"))
+            .to_owned()
+    };
+    assert_eq!(
+        line("ctxgc_gateway_requests_total{session=\"bp-1\"}"),
+        "ctxgc_gateway_requests_total{session=\"bp-1\"} 2"
+    );
+    assert_eq!(
+        line("ctxgc_gateway_cache_write_tokens_total "),
+        "ctxgc_gateway_cache_write_tokens_total 22"
+    );
+    let read: u64 = line("ctxgc_gateway_cache_read_tokens_total{session=\"bp-1\"}")
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(read > 0);
+    assert!(metrics.contains("ctxgc_gateway_responses_total{code=\"200\"} 2"));
+}

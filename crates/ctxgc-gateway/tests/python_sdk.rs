@@ -1,0 +1,124 @@
+//! The official `openai` and `anthropic` Python SDKs as the agent: pointed at the gateway by
+//! their base URL only, every call shape works (Chat Completions, Responses, Messages;
+//! streamed and not; a 429 with its retry-after; a 500), and the fake provider receives the
+//! conversations compiled, with the client's own credentials.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::*;
+use serde_json::Value;
+
+/// The interpreter with both SDKs: `CTXGC_TEST_PYTHON`, else the repository's `.venv`;
+/// without either the test is skipped with a note, except under CI.
+fn python() -> Option<PathBuf> {
+    let from_env = std::env::var_os("CTXGC_TEST_PYTHON").map(PathBuf::from);
+    let repo_venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
+    match from_env.or_else(|| repo_venv.is_file().then_some(repo_venv)) {
+        Some(python) => Some(python),
+        None if std::env::var_os("CI").is_some()
+            || std::env::var_os("CTXGC_REQUIRE_SERVICES").is_some() =>
+        {
+            panic!("no Python with the openai and anthropic SDKs: set CTXGC_TEST_PYTHON")
+        }
+        None => {
+            eprintln!(
+                "note: Python SDK test skipped: set CTXGC_TEST_PYTHON to a venv with openai and anthropic"
+            );
+            None
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_sdks_work_through_the_gateway() {
+    let Some(python) = python() else {
+        return;
+    };
+    let upstream = FakeUpstream::start().await;
+    let (_db, store) = sqlite_store();
+    let gateway = TestGateway::start(options_for(&upstream.base), Some(store)).await;
+
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/sdk_clients.py");
+    let run = tokio::process::Command::new(&python)
+        .arg(&script)
+        .arg(&gateway.base)
+        .output()
+        .await
+        .expect("the SDK clients run");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "SDK clients failed:\n{stderr}");
+    let out: Value = serde_json::from_slice(&run.stdout).expect("a JSON report");
+
+    // Every call got its own answer, whole.
+    assert_eq!(out["chat"], "echo: chat-plain");
+    assert_eq!(out["chat_stream"], "echo: chat-stream");
+    assert!(out["chat_stream_usage"].as_u64().unwrap() > 0);
+    assert_eq!(out["responses"], "echo: responses-plain");
+    assert_eq!(out["responses_stream"], "echo: responses-stream");
+    let kinds = out["responses_stream_events"].as_array().unwrap();
+    assert_eq!(kinds.first().unwrap(), "response.created");
+    assert_eq!(kinds.last().unwrap(), "response.completed");
+    assert_eq!(out["messages"], "echo: messages-plain");
+    assert_eq!(out["messages_stream"], "echo: messages-stream");
+    assert_eq!(out["messages_stream_final"], "echo: messages-stream");
+    assert_eq!(out["messages_stream_usage"][1], 7);
+    let raw = out["messages_raw_events"].as_array().unwrap();
+    assert_eq!(raw.first().unwrap(), "message_start");
+    assert_eq!(raw.last().unwrap(), "message_stop");
+    // Faults come back as they came.
+    assert_eq!(out["rate_limited"]["status"], 429);
+    assert_eq!(out["rate_limited"]["retry_after"], "17");
+    assert_eq!(out["server_error"]["status"], 500);
+    // Other paths are forwarded.
+    assert_eq!(out["models"], serde_json::json!(["fake-model"]));
+
+    // What the provider received.
+    let received = upstream.requests();
+    let chat = received
+        .iter()
+        .find(|r| {
+            r.path == "/v1/chat/completions"
+                && String::from_utf8_lossy(&r.body).contains("chat-plain")
+        })
+        .expect("the chat request arrived");
+    assert_eq!(
+        chat.header("authorization"),
+        Some("Bearer sk-test-openai-3f9c")
+    );
+    let body = chat.json();
+    let tool = body["messages"][3]["content"].as_str().unwrap();
+    // The pretty-printed tool output went compiled: no indentation left, every flight kept.
+    assert!(!tool.contains("\n    "), "{tool}");
+    for i in 0..12 {
+        assert!(tool.contains(&format!("HAT{}", 100 + i)), "{tool}");
+    }
+    assert_eq!(body["model"], "fake-model");
+
+    let messages = received
+        .iter()
+        .find(|r| {
+            r.path == "/v1/messages" && String::from_utf8_lossy(&r.body).contains("messages-plain")
+        })
+        .expect("the messages request arrived");
+    assert_eq!(messages.header("x-api-key"), Some("sk-ant-test-77ab"));
+    assert!(messages.header("anthropic-version").is_some());
+    let body = messages.json();
+    assert_eq!(body["system"], "You are a travel agent.", "{body}");
+    let result = body["messages"][2]["content"][0]["content"].to_string();
+    assert!(!result.contains("\\n    "), "{result}");
+    // The gateway's own headers never reach the provider.
+    for r in &received {
+        assert!(r.header("x-ctxgc-session").is_none());
+        assert!(r.header("x-ctxgc-token").is_none());
+    }
+
+    // Usage from the provider's own fields, per request and in total.
+    let total = gateway.gateway.metrics().total();
+    assert!(total.requests >= 9, "{total:?}");
+    assert!(total.usage.cache_read_tokens > 0, "{total:?}");
+    assert!(total.usage.cache_write_tokens >= 11, "{total:?}");
+    assert!(total.bytes_out < total.bytes_in, "{total:?}");
+    gateway.stop().await;
+}
