@@ -222,3 +222,47 @@ fn item_3_a_register_ctxgc_wrote_is_replaced_not_stacked() {
     assert_eq!(second.output, first.output);
     assert_eq!(second.output.matches("[ACTIVE_AGENT_STATE]").count(), 1);
 }
+
+/// A chain of `n` set_var events, each the child of the one before, closed by one
+/// edge_injection from the last to the first: one cycle of `n` items.
+fn closed_chain(n: usize) -> String {
+    let mut text = String::new();
+    for k in 0..n {
+        let mut event = json!({"id": format!("v{k}"), "type": "set_var", "timestamp": k,
+                               "key": format!("k{}", k % 7), "value": k});
+        if k > 0 {
+            event["parent_id"] = json!(format!("v{}", k - 1));
+        }
+        text.push_str(&event.to_string());
+        text.push('\n');
+    }
+    text.push_str(&json!({"id": "close", "type": "edge_injection", "src": format!("v{}", n - 1), "dst": "v0"}).to_string());
+    text.push('\n');
+    text
+}
+
+/// Item 1: a long cycle is found without recursion on its length (90 000 members used to
+/// overflow the stack), and its justification is one id per member, so the report grows
+/// linearly (every member used to list every other one).
+#[test]
+fn item_1_a_long_cycle_neither_overflows_nor_grows_quadratically() {
+    let n = 90_000;
+    let out = compile(&closed_chain(n), &Options::default()).expect("compiles");
+    let members: Vec<_> = out
+        .decisions
+        .iter()
+        .filter(|d| d.reason == Some(Reason::Cycle))
+        .collect();
+    assert_eq!(members.len(), n);
+    assert!(members.iter().all(|d| d.action == Action::Retire));
+    // One grouped justification: every member but the first names the first.
+    assert!(members[0].by.is_empty());
+    assert!(members[1..].iter().all(|d| d.by == ["v0"]));
+    // The whole report stays linear: a few dozen bytes per member.
+    let report = serde_json::to_string(&out.decisions).expect("serialises");
+    assert!(report.len() < 100 * n, "{} bytes", report.len());
+    // The rendered prompt is one receipt line for the whole cycle.
+    assert_eq!(out.output.lines().count(), 1);
+    assert!(out.output.starts_with("[receipts v0 v1 v2 "));
+    assert!(out.output.ends_with(": cycle collapsed]\n"));
+}
