@@ -1,5 +1,7 @@
 //! Sequence edges between items (`parent_id`, `edge_injection`), kept up to date as items are
-//! appended, with cycle detection (Tarjan) and a deterministic topological render order.
+//! appended, with cycle detection (strongly connected components, Kosaraju's algorithm, which
+//! walks with an explicit stack: a cycle of any length never reaches the call stack) and a
+//! deterministic topological render order.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -141,7 +143,9 @@ impl Graph {
         }
         let mut component = vec![usize::MAX; len];
         let mut members: Vec<Vec<usize>> = Vec::new();
-        for scc in petgraph::algo::tarjan_scc(&pg) {
+        // Not `tarjan_scc`: petgraph's Tarjan recurses once per item on a path, and a long
+        // chain closed by one injected edge overflowed the stack.
+        for scc in petgraph::algo::kosaraju_scc(&pg) {
             let mut scc: Vec<usize> = scc.into_iter().map(|n| n.index()).collect();
             scc.sort_unstable();
             let id = members.len();

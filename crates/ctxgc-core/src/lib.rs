@@ -33,6 +33,7 @@ pub mod session;
 pub mod store;
 pub mod synth;
 pub mod tokens;
+pub mod unique_keys;
 pub mod validate;
 
 pub use compile::{Compiled, Options, Receipt, compile, receipt};

@@ -1,17 +1,18 @@
 //! Structural validators for message lists, one per provider format: what the provider's API
 //! checks before it accepts a request, as far as structure goes.
 //!
-//! - **OpenAI Chat Completions**: known roles; content a string, a list of parts or null (null
-//!   only beside tool calls); every tool call has an id and a name; the `tool` messages that
+//! - **OpenAI Chat Completions**: known roles; content a string, a non-empty list of parts or
+//!   null (null only beside tool calls); every tool call has an id and a name; the `tool` messages that
 //!   answer an assistant's calls follow it directly, one per call, before any other message;
 //!   a `tool` message answers a call of that run; a legacy `function` message follows a
 //!   `function_call` of that name.
 //! - **Anthropic Messages**: roles `user` and `assistant`; content a string or a list of
-//!   blocks; text blocks are not empty; thinking only in assistant turns; `tool_use` ids are
+//!   blocks; text blocks are not empty (also inside a `tool_result`); thinking only in assistant turns; `tool_use` ids are
 //!   unique; every `tool_use` is answered by a `tool_result` in the very next message, a user
 //!   message, where results come before any other block; every `tool_result` answers a
 //!   `tool_use` of the message just before it; the system prompt is a string or text blocks.
-//! - **OpenAI Responses**: message items have a role and content; `function_call` items have a
+//! - **OpenAI Responses**: message items have a role and content (a string or a non-empty
+//!   list); `function_call` items have a
 //!   unique `call_id`, a name and string arguments; every `function_call_output` answers an
 //!   earlier call, and every call is answered.
 //!
@@ -105,7 +106,9 @@ impl Violation {
 
 /// Validates a document (a message list, an object holding one, or one record) in `format`.
 pub fn validate(format: Format, text: &str) -> Result<Vec<Violation>, Error> {
-    let doc: Value = serde_json::from_str(text.trim()).map_err(|e| Error::json("output", &e))?;
+    // A UTF-8 byte order mark is not part of the document.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let doc: Value = serde_json::from_str(text.trim()).map_err(|e| Error::json("document", &e))?;
     Ok(validate_value(format, &doc))
 }
 
@@ -196,6 +199,13 @@ fn openai(list: &[Value], out: &mut Vec<Violation>) {
         match content {
             None | Some(Value::Null) | Some(Value::String(_)) => {}
             Some(Value::Array(parts)) => {
+                if parts.is_empty() {
+                    out.push(Violation::new(
+                        i,
+                        Rule::Content,
+                        "content must not be an empty list",
+                    ));
+                }
                 if parts
                     .iter()
                     .any(|p| !(p.is_object() && p.get("type").is_some_and(Value::is_string)))
@@ -472,6 +482,25 @@ fn anthropic(list: &[Value], out: &mut Vec<Violation>) {
                             format!("tool_result for {id:?} does not answer a tool_use of the message before"),
                         ));
                     }
+                    let empty_text =
+                        b.get("content")
+                            .and_then(Value::as_array)
+                            .is_some_and(|parts| {
+                                parts.iter().any(|p| {
+                                    p.get("type").and_then(Value::as_str) == Some("text")
+                                        && p.get("text")
+                                            .and_then(Value::as_str)
+                                            .is_none_or(str::is_empty)
+                                })
+                            });
+                    if empty_text {
+                        out.push(Violation::call(
+                            i,
+                            Rule::Content,
+                            id,
+                            "a text block in a tool_result must not be empty",
+                        ));
+                    }
                     answered.push(id.to_owned());
                 }
                 Some(_) => other_seen = true,
@@ -521,15 +550,18 @@ fn responses(list: &[Value], out: &mut Vec<Violation>) {
                         format!("unknown role {role:?}"),
                     ));
                 }
-                if !item
-                    .get("content")
-                    .is_some_and(|c| c.is_string() || c.is_array())
-                {
-                    out.push(Violation::new(
+                match item.get("content") {
+                    Some(Value::Array(parts)) if parts.is_empty() => out.push(Violation::new(
+                        i,
+                        Rule::Content,
+                        "content must not be an empty list",
+                    )),
+                    Some(Value::String(_) | Value::Array(_)) => {}
+                    _ => out.push(Violation::new(
                         i,
                         Rule::Content,
                         "a message needs string or list content",
-                    ));
+                    )),
                 }
             }
             Some("function_call") => {

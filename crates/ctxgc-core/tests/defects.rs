@@ -222,3 +222,204 @@ fn item_3_a_register_ctxgc_wrote_is_replaced_not_stacked() {
     assert_eq!(second.output, first.output);
     assert_eq!(second.output.matches("[ACTIVE_AGENT_STATE]").count(), 1);
 }
+
+/// A chain of `n` set_var events, each the child of the one before, closed by one
+/// edge_injection from the last to the first: one cycle of `n` items.
+fn closed_chain(n: usize) -> String {
+    let mut text = String::new();
+    for k in 0..n {
+        let mut event = json!({"id": format!("v{k}"), "type": "set_var", "timestamp": k,
+                               "key": format!("k{}", k % 7), "value": k});
+        if k > 0 {
+            event["parent_id"] = json!(format!("v{}", k - 1));
+        }
+        text.push_str(&event.to_string());
+        text.push('\n');
+    }
+    text.push_str(&json!({"id": "close", "type": "edge_injection", "src": format!("v{}", n - 1), "dst": "v0"}).to_string());
+    text.push('\n');
+    text
+}
+
+/// Item 1: a long cycle is found without recursion on its length (90 000 members used to
+/// overflow the stack), and its justification is one id per member, so the report grows
+/// linearly (every member used to list every other one).
+#[test]
+fn item_1_a_long_cycle_neither_overflows_nor_grows_quadratically() {
+    let n = 90_000;
+    let out = compile(&closed_chain(n), &Options::default()).expect("compiles");
+    let members: Vec<_> = out
+        .decisions
+        .iter()
+        .filter(|d| d.reason == Some(Reason::Cycle))
+        .collect();
+    assert_eq!(members.len(), n);
+    assert!(members.iter().all(|d| d.action == Action::Retire));
+    // One grouped justification: every member but the first names the first.
+    assert!(members[0].by.is_empty());
+    assert!(members[1..].iter().all(|d| d.by == ["v0"]));
+    // The whole report stays linear: a few dozen bytes per member.
+    let report = serde_json::to_string(&out.decisions).expect("serialises");
+    assert!(report.len() < 100 * n, "{} bytes", report.len());
+    // The rendered prompt is one receipt line for the whole cycle.
+    assert_eq!(out.output.lines().count(), 1);
+    assert!(out.output.starts_with("[receipts v0 v1 v2 "));
+    assert!(out.output.ends_with(": cycle collapsed]\n"));
+}
+
+/// Item 5: a UTF-8 byte order mark before a chat document or a JSONL of records is not part
+/// of the input: it compiles exactly as the same input without one.
+#[test]
+fn item_5_a_byte_order_mark_is_accepted() {
+    let doc = fixture("anthropic_session.json");
+    let plain = run(&doc, Preset::Default);
+    let marked = run(&format!("\u{feff}{doc}"), Preset::Default);
+    assert_eq!(marked.output, plain.output);
+
+    let records = "{\"id\": \"a\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n\
+                   {\"id\": \"b\", \"messages\": [{\"role\": \"user\", \"content\": \"yo\"}]}\n";
+    let plain = run(records, Preset::Default);
+    let marked = run(&format!("\u{feff}{records}"), Preset::Default);
+    assert_eq!(marked.output, plain.output);
+    assert_eq!(marked.records.len(), 2);
+}
+
+fn state_only() -> String {
+    "<contextgc-state>{\"assert\": {\"gate\": \"4\"}}</contextgc-state>".to_owned()
+}
+
+/// Item 7: cutting a state block never leaves empty content (the placeholder says what was
+/// there), and the validator refuses the empty content the providers refuse.
+#[test]
+fn item_7_stripping_a_state_block_never_leaves_empty_content() {
+    use ctxgc_core::Format;
+    use ctxgc_core::validate::{Rule, validate};
+    let placeholder = "[ctxgc: this message held only a state block]";
+    let block = state_only();
+    let openai = json!([
+        {"role": "user", "content": block},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": block},
+        {"role": "assistant", "content": [{"type": "text", "text": block}]}
+    ]);
+    let anthropic = json!({"model": "m", "messages": [
+        {"role": "user", "content": "Where to?"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": block}]}]},
+        {"role": "assistant", "content": "Gate 4."}
+    ]});
+    let responses = json!({"input": [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": block}]},
+        {"type": "function_call", "call_id": "f1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "f1", "output": block},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": block}]}
+    ]});
+    for (format, doc) in [
+        (Format::OpenaiChat, openai),
+        (Format::Anthropic, anthropic),
+        (Format::Responses, responses),
+    ] {
+        for preset in PRESETS {
+            let out = run(&doc.to_string(), preset);
+            let report = out.chat.as_ref().expect("chat report");
+            assert!(report.validation.ok, "{format:?}: {:?}", report.validation);
+            assert!(validate(format, &out.output).expect("JSON").is_empty());
+            assert!(!out.output.contains("contextgc-state"), "{}", out.output);
+            assert!(!out.output.contains("\"\""), "{format:?}: {}", out.output);
+            assert!(!out.output.contains("[]"), "{format:?}: {}", out.output);
+            assert!(
+                out.output.contains(placeholder),
+                "{format:?}: {}",
+                out.output
+            );
+        }
+    }
+
+    // The validator refuses what the APIs refuse.
+    let empty_list = r#"[{"role": "user", "content": []}]"#;
+    assert_eq!(
+        validate(Format::OpenaiChat, empty_list).unwrap()[0].rule,
+        Rule::Content
+    );
+    let empty_input = r#"{"input": [{"type": "message", "role": "user", "content": []}]}"#;
+    assert_eq!(
+        validate(Format::Responses, empty_input).unwrap()[0].rule,
+        Rule::Content
+    );
+    let empty_result = r#"[{"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "text", "text": ""}]}]}]"#;
+    let found = validate(Format::Anthropic, empty_result).unwrap();
+    assert!(
+        found
+            .iter()
+            .any(|v| v.rule == Rule::Content && v.index == 1),
+        "{found:?}"
+    );
+}
+
+/// Item 8: two results for one call, and a key given twice in one object, are errors that
+/// name the item and the key instead of being silently resolved.
+#[test]
+fn item_8_duplicate_results_and_duplicate_keys_are_errors() {
+    let twice = json!([
+        {"role": "user", "content": "Look it up."},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "first"},
+        {"role": "tool", "tool_call_id": "c1", "content": "second"}
+    ]);
+    let err = compile(&twice.to_string(), &Options::default()).expect_err("refused");
+    let message = err.to_string();
+    assert!(
+        message.contains("m3") && message.contains("tool_call_id"),
+        "{message}"
+    );
+    assert!(
+        message.contains("\"c1\"") && message.contains("m2"),
+        "{message}"
+    );
+
+    let anthropic = r#"{"model": "m", "messages": [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a"},
+                                     {"type": "tool_result", "tool_use_id": "t1", "content": "b"}]}]}"#;
+    let message = compile(anthropic, &Options::default())
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        message.contains("tool_use_id") && message.contains("\"t1\""),
+        "{message}"
+    );
+
+    let keys = r#"[{"role": "user", "content": "hi"},
+                   {"role": "assistant", "content": "Gate 2.", "content": "Gate 4."}]"#;
+    let message = compile(keys, &Options::default())
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        message.contains("item 1") && message.contains("\"content\""),
+        "{message}"
+    );
+    assert!(message.contains("duplicate key"), "{message}");
+
+    let nested =
+        r#"[{"role": "assistant", "content": [{"type": "text", "text": "a", "text": "b"}]}]"#;
+    let message = compile(nested, &Options::default())
+        .expect_err("refused")
+        .to_string();
+    assert!(message.contains("content[0].text"), "{message}");
+
+    let event = "{\"id\": \"e1\", \"type\": \"set_var\", \"timestamp\": 1, \"key\": \"x\", \"value\": 1, \"value\": 2}\n";
+    let message = compile(event, &Options::default())
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        message.contains("e1") && message.contains("\"value\""),
+        "{message}"
+    );
+
+    let envelope = r#"{"messages": [{"role": "user", "content": "a"}], "messages": [{"role": "user", "content": "b"}]}"#;
+    let message = compile(envelope, &Options::default())
+        .expect_err("refused")
+        .to_string();
+    assert!(message.contains("\"messages\""), "{message}");
+}

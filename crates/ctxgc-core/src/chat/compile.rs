@@ -162,6 +162,8 @@ fn is_single_document(text: &str) -> bool {
 
 /// Lowers a chat input (a document or records), format forced by `from` or detected.
 pub fn lower_chat_input(text: &str, from: Option<Format>) -> Result<ChatInput, Error> {
+    // A UTF-8 byte order mark (some editors write one) is not part of the document.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if is_single_document(text) && !is_record(text) {
         let format = match from {
             Some(f) => f,

@@ -197,6 +197,17 @@ pub fn lower_document(text: &str, format: Format) -> Result<ChatDoc, Error> {
         )));
     }
     let entries = object_entries(text).map_err(|e| Error::json("input", &e))?;
+    let mut seen = std::collections::HashSet::new();
+    if let Some((key, _)) = entries.iter().find(|(k, _)| !seen.insert(k.as_str())) {
+        return Err(Error::Invalid(vec![Diagnostic::new(
+            0,
+            None,
+            Some(key),
+            format!(
+                "duplicate key {key:?} in the document object (JSON readers disagree on which value counts; keep one)"
+            ),
+        )]));
+    }
     let items_key = match format {
         Format::Responses => "input",
         _ => "messages",
@@ -263,7 +274,7 @@ fn lower_items(
     raw: &[RawItem<'_>],
     anthropic_system: Option<&str>,
 ) -> Result<Vec<Item>, Error> {
-    match format {
+    let items = match format {
         Format::OpenaiChat => crate::frontend::openai::lower_raw(raw),
         Format::Anthropic => crate::frontend::anthropic::lower_raw(raw, anthropic_system),
         Format::Responses => crate::frontend::responses::lower_raw(raw),
@@ -271,6 +282,60 @@ fn lower_items(
             "{} is not a chat format",
             other.name()
         ))),
+    }?;
+    one_result_per_call(format, &items)?;
+    Ok(items)
+}
+
+/// Refuses a tool result for a call that already has its result. Call ids may be reused (a
+/// result answers the earliest call with its id that has none yet), but a second result with
+/// no call left to answer is ambiguous: which of the two the model saw, and which one a pass
+/// may point at, cannot be known.
+fn one_result_per_call(format: Format, items: &[Item]) -> Result<(), Error> {
+    use crate::ir::{Block, Kind};
+    use std::collections::HashMap;
+    let field = match format {
+        Format::Anthropic => "tool_use_id",
+        Format::Responses => "call_id",
+        _ => "tool_call_id",
+    };
+    let mut open: HashMap<&str, usize> = HashMap::new();
+    let mut answered: HashMap<&str, &str> = HashMap::new();
+    let mut problems = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let Kind::Message(m) = &item.kind else {
+            continue;
+        };
+        for block in &m.blocks {
+            match block {
+                Block::ToolCall(call) => *open.entry(call.call_id.as_str()).or_default() += 1,
+                Block::ToolResult(out) => match open.get_mut(out.call_id.as_str()) {
+                    Some(n) if *n > 0 => {
+                        *n -= 1;
+                        answered.insert(out.call_id.as_str(), item.id.as_str());
+                    }
+                    _ => {
+                        if let Some(first) = answered.get(out.call_id.as_str()) {
+                            problems.push(Diagnostic::new(
+                                i,
+                                Some(item.id.clone()),
+                                Some(field),
+                                format!(
+                                    "a second tool result for call {:?}, which {first} already answered",
+                                    out.call_id
+                                ),
+                            ));
+                        }
+                    }
+                },
+                _ => {}
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Invalid(problems))
     }
 }
 
@@ -301,10 +366,38 @@ impl Problems {
     }
 }
 
-/// Parses one raw item, or records why it is not JSON.
+/// The problem of an item with a repeated key: parsers disagree on which value counts, so
+/// the value ctxgc would read is not the one every reader of the input reads.
+pub fn duplicate_key_problem(
+    index: usize,
+    id: Option<String>,
+    d: &crate::unique_keys::DuplicateKey,
+) -> Diagnostic {
+    let field = if d.path == "$" {
+        d.key.clone()
+    } else {
+        format!("{}.{}", d.path.trim_start_matches("$."), d.key)
+    };
+    Diagnostic::new(
+        index,
+        id,
+        Some(&field),
+        format!("{d} (JSON readers disagree on which value counts; keep one)"),
+    )
+}
+
+/// Parses one raw item, or records why it is not JSON (or holds a repeated key).
 pub fn parse_item(raw: &RawItem<'_>, index: usize, problems: &mut Problems) -> Option<Value> {
     match serde_json::from_str::<Value>(raw.text) {
-        Ok(v @ Value::Object(_)) => Some(v),
+        Ok(v @ Value::Object(_)) => match crate::unique_keys::duplicate_key(raw.text) {
+            None => Some(v),
+            Some(d) => {
+                problems
+                    .0
+                    .push(duplicate_key_problem(index, provider_id(&v), &d));
+                None
+            }
+        },
         Ok(other) => {
             problems.0.push(Diagnostic::new(
                 index,

@@ -63,9 +63,15 @@ pub fn lower_raw_events(raw: &[RawItem<'_>], options: &EventOptions) -> Result<V
     let mut problems = Vec::new();
     for (index, raw) in raw.iter().enumerate() {
         match serde_json::from_str::<Value>(raw.text) {
-            Ok(value) => match lower_event(index, raw.text, value, options) {
-                Ok(item) => items.push(item),
-                Err(mut p) => problems.append(&mut p),
+            Ok(value) => match crate::unique_keys::duplicate_key(raw.text) {
+                Some(d) => {
+                    let id = value.get("id").and_then(Value::as_str).map(str::to_owned);
+                    problems.push(crate::chat::lowering::duplicate_key_problem(index, id, &d));
+                }
+                None => match lower_event(index, raw.text, value, options) {
+                    Ok(item) => items.push(item),
+                    Err(mut p) => problems.append(&mut p),
+                },
             },
             Err(e) => problems.push(Diagnostic::new(
                 index,

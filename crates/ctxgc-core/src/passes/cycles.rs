@@ -2,8 +2,9 @@
 //!
 //! **What.** Traces assembled from out-of-order logs, or with injected edges, can contain
 //! cycles, and a cycle has no order to render in. Each strongly connected component of more
-//! than one event (Tarjan) is retired as a unit and rendered as one receipt stub at its place
-//! in a topological order of the rest.
+//! than one event is retired as a unit and rendered as one receipt stub at its place in a
+//! topological order of the rest. Every member names the same justification, the component's
+//! first member (which reports none), so a cycle of any length costs one id per member.
 //!
 //! **Why it is safe.** Every member stays recoverable by id. Protected members (retention)
 //! are not collapsed: they are rendered at the component's place. An event that names itself
@@ -33,10 +34,10 @@ pub static DOC: PassDoc = PassDoc {
     doc: include_str!("cycles.rs"),
 };
 
-/// State: the component each cyclic item belongs to.
+/// State: the component each cyclic item belongs to (by its first member).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Cycles {
-    component_of: HashMap<usize, usize>,
+    head_of: HashMap<usize, usize>,
     components: Vec<Vec<usize>>,
 }
 
@@ -54,12 +55,12 @@ impl Pass for Cycles {
         if now == self.components.as_slice() {
             return Vec::new();
         }
-        let mut changed: Vec<usize> = self.component_of.keys().copied().collect();
+        let mut changed: Vec<usize> = self.head_of.keys().copied().collect();
         self.components = now.to_vec();
-        self.component_of.clear();
-        for (id, members) in self.components.iter().enumerate() {
+        self.head_of.clear();
+        for members in &self.components {
             for &m in members {
-                self.component_of.insert(m, id);
+                self.head_of.insert(m, members[0]);
                 changed.push(m);
             }
         }
@@ -69,8 +70,10 @@ impl Pass for Cycles {
     }
 
     fn verdict(&self, _cx: &Cx<'_>, i: usize) -> Option<Verdict> {
-        let id = *self.component_of.get(&i)?;
-        Some(Verdict::retire(Reason::Cycle, self.components[id].clone()))
+        // One id, the same for the whole component (its first member, which names itself):
+        // listing every other member would make the report quadratic in the cycle's length.
+        let head = *self.head_of.get(&i)?;
+        Some(Verdict::retire(Reason::Cycle, vec![head]))
     }
 }
 
@@ -90,8 +93,8 @@ mod tests {
             json!({"id": "x", "type": "edge_injection", "src": "c3", "dst": "c1"}),
             json!({"id": "after", "type": "decision", "parent_id": "c3", "content": "done"}),
         ]);
-        assert!(out.retired("c1", Reason::Cycle, &["c2", "c3"]));
-        assert!(out.retired("c3", Reason::Cycle, &["c1", "c2"]));
+        assert!(out.retired("c1", Reason::Cycle, &[]));
+        assert!(out.retired("c3", Reason::Cycle, &["c1"]));
         assert!(out.kept("after"));
         assert_eq!(
             out.output,
@@ -107,7 +110,7 @@ mod tests {
             json!({"id": "x", "type": "edge_injection", "src": "c2", "dst": "c1"}),
         ]);
         assert!(out.kept("c2"));
-        assert!(out.retired("c1", Reason::Cycle, &["c2"]));
+        assert!(out.retired("c1", Reason::Cycle, &[]));
         assert!(out.output.contains("[c2] decision: vital"));
     }
 

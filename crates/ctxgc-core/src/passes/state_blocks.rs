@@ -3,7 +3,9 @@
 //!
 //! **What.** Every closed state block is cut out of the text of every message — assistant,
 //! user, system, and tool output — and the whitespace that set it apart shrinks to one
-//! separator. Thinking blocks are never touched; neither is the output of a tool protected by
+//! separator; a text or tool output that held nothing else becomes
+//! `[ctxgc: this message held only a state block]`, never empty content. Thinking blocks are
+//! never touched; neither is the output of a tool protected by
 //! `--keep-tool` (or the recall tool), where the block stays and is reported.
 //!
 //! **Why it is safe.** A block in an assistant turn is the agent's declaration: its content
@@ -90,10 +92,14 @@ impl Pass for StateBlocks {
                 if let Some(stripped) = strip_blocks(text) {
                     trusted &=
                         message.role == Role::Assistant && matches!(block, Block::Text { .. });
-                    rewrites.push(BlockRewrite {
-                        block: b,
-                        text: stripped,
-                    });
+                    // A tool output is never sent empty (the message back-end does the same
+                    // for message text).
+                    let text = if stripped.is_empty() && matches!(block, Block::ToolResult(_)) {
+                        crate::render::messages::EMPTIED.to_owned()
+                    } else {
+                        stripped
+                    };
+                    rewrites.push(BlockRewrite { block: b, text });
                 }
             }
             if !rewrites.is_empty() {

@@ -87,8 +87,20 @@ fn drop_empty_parts(list: &mut Vec<Value>, emptied: &[usize]) {
     });
 }
 
-/// What a message that held only a state block becomes, where empty content is not allowed.
-const EMPTIED: &str = "[ctxgc: this message held only a state block]";
+/// What a message (or tool output) that held only a state block becomes: content is never
+/// left empty.
+pub const EMPTIED: &str = "[ctxgc: this message held only a state block]";
+
+/// The type of the text part the placeholder is written as.
+fn placeholder_part_type(format: Format, message: &Value) -> &'static str {
+    match format {
+        Format::Responses if message.get("role").and_then(Value::as_str) == Some("assistant") => {
+            "output_text"
+        }
+        Format::Responses => "input_text",
+        _ => "text",
+    }
+}
 
 fn rewrite_value(
     format: Format,
@@ -113,19 +125,21 @@ fn rewrite_value(
     if emptied.is_empty() {
         return Ok(value);
     }
+    let part_type = placeholder_part_type(format, &value);
     let content = if system {
         Some(&mut value)
     } else {
         value.get_mut("content")
     };
+    // A message whose only text was cut says so instead of going out empty: no provider
+    // takes an empty content list, and Anthropic takes no empty text either.
     if let Some(Value::Array(list)) = content {
         drop_empty_parts(list, &emptied);
-        if list.is_empty() && !system && format == Format::Anthropic {
-            *list = vec![json!({"type": "text", "text": EMPTIED})];
+        if list.is_empty() && !system {
+            *list = vec![json!({"type": part_type, "text": EMPTIED})];
         }
     } else if let Some(Value::String(s)) = value.get_mut("content")
         && s.is_empty()
-        && format == Format::Anthropic
     {
         *s = EMPTIED.to_owned();
     }
