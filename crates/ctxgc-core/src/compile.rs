@@ -24,6 +24,40 @@ pub struct Options {
     pub tokenizer: Tokenizer,
     /// Chat options: preset, schema, protected tools, output format.
     pub chat: crate::chat::ChatOptions,
+    /// Whether the report carries token counts. Decisions never depend on it: the passes
+    /// that compare costs count what they compare either way.
+    pub counting: Counting,
+}
+
+/// Whether a compile reports exact token counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Counting {
+    /// `tokens_before`, `tokens_after` and (for chats) the per-payload and register counts
+    /// are exact.
+    #[default]
+    Exact,
+    /// For a caller that only wants the output: the report's counts are left at 0 and the
+    /// input and output are never tokenized for them.
+    ///
+    /// ```
+    /// use ctxgc_core::{compile, Counting, Options};
+    /// let trace = r#"[{"id": "e1", "type": "set_var", "timestamp": 1, "key": "x", "value": 1}]"#;
+    /// let options = Options { counting: Counting::Skip, ..Default::default() };
+    /// let out = compile(trace, &options).unwrap();
+    /// assert_eq!((out.tokens_before, out.tokens_after), (0, 0));
+    /// assert_eq!(out.output, compile(trace, &Options::default()).unwrap().output);
+    /// ```
+    Skip,
+}
+
+impl Counting {
+    /// `count()` when counting, else 0.
+    pub fn count(self, count: impl FnOnce() -> usize) -> usize {
+        match self {
+            Counting::Exact => count(),
+            Counting::Skip => 0,
+        }
+    }
 }
 
 /// The receipt of one retired or rewritten item: its original is recoverable by id.
@@ -110,7 +144,11 @@ pub fn compile(text: &str, options: &Options) -> Result<Compiled, Error> {
         )),
         Format::Events => {
             let session = compile_event_session(text, options)?;
-            Ok(report_events(&session, options.tokenizer))
+            Ok(report_events_counting(
+                &session,
+                options.tokenizer,
+                options.counting,
+            ))
         }
         Format::OpenaiChat | Format::Anthropic | Format::Responses => {
             crate::chat::compile::compile_chat(text, options)
@@ -122,22 +160,35 @@ pub fn compile(text: &str, options: &Options) -> Result<Compiled, Error> {
     }
 }
 
-/// Builds the report of a compiled event session.
+/// Builds the report of a compiled event session, with exact token counts.
 pub fn report_events(session: &Session, tokenizer: Tokenizer) -> Compiled {
+    report_events_counting(session, tokenizer, Counting::Exact)
+}
+
+/// [`report_events`], counting tokens only when `counting` asks for it.
+pub fn report_events_counting(
+    session: &Session,
+    tokenizer: Tokenizer,
+    counting: Counting,
+) -> Compiled {
     let rendered = prompt::render(session);
-    let before: String = session
-        .render_order()
-        .into_iter()
-        .map(|i| &session.items()[i])
-        .filter(|item| !matches!(item.kind, crate::ir::Kind::EdgeInjection { .. }))
-        .map(prompt::event_line)
-        .collect();
+    let tokens_before = counting.count(|| {
+        let before: String = session
+            .render_order()
+            .into_iter()
+            .map(|i| &session.items()[i])
+            .filter(|item| !matches!(item.kind, crate::ir::Kind::EdgeInjection { .. }))
+            .map(prompt::event_line)
+            .collect();
+        tokenizer.count(&before)
+    });
+    let tokens_after = counting.count(|| tokenizer.count(&rendered.text));
     let decisions = session.decisions();
     let receipts = receipts_for(session.items(), &decisions);
     Compiled {
         format: Format::Events,
-        tokens_before: tokenizer.count(&before),
-        tokens_after: tokenizer.count(&rendered.text),
+        tokens_before,
+        tokens_after,
         output: rendered.text,
         tokenizer: tokenizer.name(),
         decisions,

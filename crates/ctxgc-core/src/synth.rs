@@ -120,3 +120,87 @@ pub fn events_jsonl(events: usize, seed: u64) -> String {
     }
     text
 }
+
+/// A chat of about `messages` OpenAI-style messages (a JSON array), built by putting the
+/// conversations of `records_jsonl` (one `{"messages": [...]}` record per line, the corpus
+/// format) back to back, cycling through them as often as needed. The first record's system
+/// message opens the chat; the others' are left out. Copies after the first get their tool-call
+/// ids suffixed (`_2`, `_3`, …) so that every call stays paired with its own result. The chat
+/// never ends between a tool call and its results, so it may run a few messages over.
+///
+/// ```
+/// let records = r#"{"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}"#;
+/// let chat = ctxgc_core::synth::chat_json(records, 5).unwrap();
+/// let messages: serde_json::Value = serde_json::from_str(&chat).unwrap();
+/// assert_eq!(messages.as_array().unwrap().len(), 5);
+/// assert_eq!(messages[0]["role"], "system");
+/// ```
+pub fn chat_json(records_jsonl: &str, messages: usize) -> Result<String, String> {
+    let mut conversations: Vec<Vec<Value>> = Vec::new();
+    for (n, line) in records_jsonl.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let record: Value =
+            serde_json::from_str(line).map_err(|e| format!("record on line {}: {e}", n + 1))?;
+        let Some(list) = record.get("messages").and_then(Value::as_array) else {
+            return Err(format!("record on line {}: no \"messages\" array", n + 1));
+        };
+        conversations.push(list.clone());
+    }
+    let system = conversations
+        .first()
+        .and_then(|c| c.first())
+        .filter(|m| m["role"] == "system")
+        .cloned();
+    let turns: Vec<&[Value]> = conversations
+        .iter()
+        .map(|c| match c.first() {
+            Some(m) if m["role"] == "system" => &c[1..],
+            _ => &c[..],
+        })
+        .filter(|c| !c.is_empty())
+        .collect();
+    if turns.is_empty() {
+        return Err("no conversation has a non-system message".into());
+    }
+    let mut out: Vec<Value> = system.into_iter().collect();
+    let mut copy = 0;
+    'fill: loop {
+        copy += 1;
+        for conversation in &turns {
+            for message in *conversation {
+                let open_call = out.last().is_some_and(|m: &Value| {
+                    m["tool_calls"].as_array().is_some_and(|c| !c.is_empty())
+                });
+                if out.len() >= messages && !open_call && message["role"] != "tool" {
+                    break 'fill;
+                }
+                let mut message = message.clone();
+                if copy > 1 {
+                    suffix_call_ids(&mut message, copy);
+                }
+                out.push(message);
+            }
+        }
+    }
+    serde_json::to_string(&out).map_err(|e| e.to_string())
+}
+
+fn suffix_call_ids(message: &mut Value, copy: usize) {
+    let suffix = |v: &mut Value| {
+        if let Some(id) = v.as_str() {
+            *v = Value::String(format!("{id}_{copy}"));
+        }
+    };
+    if let Some(id) = message.get_mut("tool_call_id") {
+        suffix(id);
+    }
+    if let Some(calls) = message.get_mut("tool_calls").and_then(Value::as_array_mut) {
+        for call in calls {
+            if let Some(id) = call.get_mut("id") {
+                suffix(id);
+            }
+        }
+    }
+}

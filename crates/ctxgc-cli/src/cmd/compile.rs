@@ -60,7 +60,11 @@ fn print_pretty(value: &Value) -> Result<(), Failure> {
 /// Runs `ctxgc compile`.
 pub fn run(args: CompileArgs) -> Result<(), Failure> {
     // Usage errors come before reading the input.
-    let options = args.options.to_options()?;
+    let mut options = args.options.to_options()?;
+    if !args.json && !args.dry_run {
+        // Only the output is printed: nobody asked for counts.
+        options.counting = ctxgc_core::Counting::Skip;
+    }
     let text = read_input(args.file.as_ref())?;
     let compiled = ctxgc_core::compile(&text, &options)?;
     for w in &compiled.warnings {

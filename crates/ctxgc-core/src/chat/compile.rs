@@ -222,15 +222,18 @@ pub fn payload_of(format: Format, value: &Value) -> Vec<String> {
     out
 }
 
-/// Tokens of one message's JSON text, by the rule in the module doc.
+/// Tokens of one message's JSON text, by the rule in the module doc (remembered by content
+/// hash, so a message is parsed and counted once however often its session is recompiled).
 pub fn payload_tokens(format: Format, json: &str, tokenizer: Tokenizer) -> usize {
-    match serde_json::from_str::<Value>(json) {
-        Ok(v) => payload_of(format, &v)
-            .iter()
-            .map(|t| tokenizer.count(t))
-            .sum(),
-        Err(_) => 0,
-    }
+    tokenizer.count_derived(format.name(), json, || {
+        match serde_json::from_str::<Value>(json) {
+            Ok(v) => payload_of(format, &v)
+                .iter()
+                .map(|t| tokenizer.count(t))
+                .sum(),
+            Err(_) => 0,
+        }
+    })
 }
 
 /// Violations of `output` not already in `input`, compared by rule and call id.
@@ -336,13 +339,14 @@ pub fn compile_doc(
     let target = options.chat.to.unwrap_or(doc.format);
     let rendered = render_session(doc, &session, register_text.as_deref(), options.chat.to)?;
     let tokenizer = options.tokenizer;
+    let counting = options.counting;
     let items = session.items();
 
     // Tokens per payload. A message sent as its original bytes costs what it cost before.
     let before: Vec<usize> = items
         .iter()
         .map(|item| match item.kind {
-            Kind::Message(_) => payload_tokens(doc.format, &item.raw, tokenizer),
+            Kind::Message(_) => counting.count(|| payload_tokens(doc.format, &item.raw, tokenizer)),
             _ => 0,
         })
         .collect();
@@ -351,7 +355,7 @@ pub fn compile_doc(
     for m in &rendered.messages {
         let n = match m.source {
             Source::Item(i) if m.json == items[i].raw && target == doc.format => before[i],
-            _ => payload_tokens(target, &m.json, tokenizer),
+            _ => counting.count(|| payload_tokens(target, &m.json, tokenizer)),
         };
         if let Source::Item(i) = m.source {
             after[i] += n;
@@ -451,7 +455,9 @@ pub fn compile_doc(
         preset: options.chat.preset,
         input_format: doc.format,
         register,
-        register_tokens: register_text.as_deref().map_or(0, |r| tokenizer.count(r)),
+        register_tokens: register_text
+            .as_deref()
+            .map_or(0, |r| counting.count(|| tokenizer.count(r))),
         declarations: ledger.events().to_vec(),
         orphan_check: OrphanCheck {
             ok: orphaned.is_empty(),

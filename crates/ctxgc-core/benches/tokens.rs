@@ -1,0 +1,135 @@
+//! Token counting and the compiles whose figures issue-level targets are stated for.
+//!
+//! - `tokens/count_uncached/{o200k_base,cl100k_base}`: exact counting throughput on real
+//!   transcript text (every count tokenizes);
+//! - `tokens/recount_1k_messages`: recounting the payloads of a 1k-message chat that was
+//!   counted before (what a grown session's recount costs for what is not new);
+//! - `chat/compile/{100,1000,10000}`: `ctxgc_core::compile` of a chat of N messages built from
+//!   transcripts, with exact counts (warm count cache) and with `Counting::Skip`;
+//! - `chat/append1_recompile/10000`: a stateless caller's step on a live session: the chat
+//!   grown by one message, compiled whole;
+//! - `events/compile_tiny`: a 10-event trace, whole compile in-process.
+//!
+//! The transcripts are `tau-bench-airline-gpt4o.jsonl` from the shared corpus (`CTXGC_CORPUS`,
+//! else `../../../shared/corpus`), or the bundled `examples/bench/corpus-sample.jsonl`.
+//! Run: `cargo bench -p ctxgc-core --bench tokens`.
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use ctxgc_core::{Counting, Format, Options, Tokenizer, compile};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn records() -> String {
+    let dir = std::env::var_os("CTXGC_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../../shared/corpus"
+            ))
+        });
+    std::fs::read_to_string(dir.join("tau-bench-airline-gpt4o.jsonl"))
+        .unwrap_or_else(|_| include_str!("../../../examples/bench/corpus-sample.jsonl").to_owned())
+}
+
+fn chat(records: &str, messages: usize) -> String {
+    ctxgc_core::synth::chat_json(records, messages).expect("transcripts build a chat")
+}
+
+fn counting(c: &mut Criterion) {
+    let records = records();
+    // About 1 MB of transcript text, cut on a character boundary.
+    let mut end = records.len().min(1 << 20);
+    while !records.is_char_boundary(end) {
+        end -= 1;
+    }
+    let text = &records[..end];
+    let mut group = c.benchmark_group("tokens");
+    group.sample_size(10);
+    group.throughput(Throughput::Bytes(text.len() as u64));
+    for tokenizer in [Tokenizer::O200kBase, Tokenizer::Cl100kBase] {
+        group.bench_function(BenchmarkId::new("count_uncached", tokenizer.name()), |b| {
+            b.iter(|| tokenizer.count_uncached(black_box(text)))
+        });
+    }
+    let messages: Vec<serde_json::Value> =
+        serde_json::from_str(&chat(&records, 1000)).expect("chat parses");
+    let payloads: Vec<String> = messages.iter().map(|m| m.to_string()).collect();
+    group.throughput(Throughput::Elements(payloads.len() as u64));
+    group.bench_function("recount_1k_messages", |b| {
+        b.iter(|| {
+            payloads
+                .iter()
+                .map(|p| {
+                    ctxgc_core::chat::compile::payload_tokens(
+                        Format::OpenaiChat,
+                        p,
+                        Tokenizer::O200kBase,
+                    )
+                })
+                .sum::<usize>()
+        })
+    });
+    group.finish();
+}
+
+fn chats(c: &mut Criterion) {
+    let records = records();
+    let mut group = c.benchmark_group("chat");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(10));
+    let exact = Options::default();
+    let skip = Options {
+        counting: Counting::Skip,
+        ..Default::default()
+    };
+    for n in [100usize, 1000, 10_000] {
+        let text = chat(&records, n);
+        group.bench_with_input(BenchmarkId::new("compile", n), &text, |b, text| {
+            b.iter(|| compile(text, &exact).expect("compiles").output.len())
+        });
+        group.bench_with_input(
+            BenchmarkId::new("compile_skip_counts", n),
+            &text,
+            |b, text| b.iter(|| compile(text, &skip).expect("compiles").output.len()),
+        );
+    }
+    // Every step compiles a different prefix, as a gateway in front of a live session does.
+    let full: Vec<serde_json::Value> =
+        serde_json::from_str(&chat(&records, 10_100)).expect("chat parses");
+    let prefixes: Vec<String> = (10_000..10_100)
+        .map(|n| serde_json::to_string(&full[..n]).expect("prefix serialises"))
+        .collect();
+    let mut step = 0;
+    group.bench_function(BenchmarkId::new("append1_recompile", 10_000), |b| {
+        b.iter(|| {
+            step = (step + 1) % prefixes.len();
+            compile(&prefixes[step], &exact)
+                .expect("compiles")
+                .output
+                .len()
+        })
+    });
+    group.finish();
+}
+
+fn tiny(c: &mut Criterion) {
+    let text = ctxgc_core::synth::events_jsonl(10, 42);
+    c.bench_function("events/compile_tiny", |b| {
+        b.iter(|| {
+            compile(&text, &Options::default())
+                .expect("compiles")
+                .output
+                .len()
+        })
+    });
+}
+
+criterion_group!(benches, counting, chats, tiny);
+criterion_main!(benches);

@@ -1,0 +1,170 @@
+//! In-process timings behind `scripts/compare-anchors.sh` and the README's performance table.
+//!
+//! ```text
+//! cargo run --release -p ctxgc-core --example perf_probe -- compile FILE [REPEATS]
+//! cargo run --release -p ctxgc-core --example perf_probe -- count FILE [REPEATS]
+//! cargo run --release -p ctxgc-core --example perf_probe -- first-count
+//! cargo run --release -p ctxgc-core --example perf_probe -- append1 CHAT_FILE [STEPS]
+//! cargo run --release -p ctxgc-core --example perf_probe -- gen-events N OUT
+//! cargo run --release -p ctxgc-core --example perf_probe -- gen-chat N RECORDS_JSONL OUT
+//! ```
+//!
+//! `compile` compiles FILE (any supported format) through `ctxgc_core::compile` and prints one
+//! JSON line: the first compile (tokenizer start-up included) and the median of REPEATS more,
+//! in milliseconds. `count` prints exact o200k_base counting throughput on FILE's text in MB/s
+//! (median of REPEATS). `first-count` prints how long the first count in a fresh process takes,
+//! for ctxgc's tokenizer and for tiktoken-rs building its own. `append1` replays the last
+//! STEPS messages of a chat (a JSON array of messages) one at a time, compiling the whole chat
+//! so far after each, as a stateless caller in front of a live session does, and prints the
+//! median step in microseconds. `gen-events` writes the
+//! generated trace of `ctxgc_core::synth::events_jsonl` (seed 42) as a JSON array;
+//! `gen-chat` writes `ctxgc_core::synth::chat_json` of the records.
+
+use std::time::Instant;
+
+use ctxgc_core::{Options, Tokenizer, compile};
+
+// The allocator the `ctxgc` binary uses.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+fn ms(start: Instant) -> f64 {
+    start.elapsed().as_secs_f64() * 1e3
+}
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: perf_probe compile FILE [REPEATS] | count FILE [REPEATS] | first-count \
+         | gen-events N OUT | gen-chat N RECORDS_JSONL OUT"
+    );
+    std::process::exit(2)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let repeats = |i: usize| -> usize {
+        args.get(i)
+            .map(|r| r.parse().unwrap_or_else(|_| usage()))
+            .unwrap_or(5)
+            .max(1)
+    };
+    let read = |i: usize| -> String {
+        let path = args.get(i).unwrap_or_else(|| usage());
+        std::fs::read_to_string(path).unwrap_or_else(|e| {
+            eprintln!("perf_probe: {path}: {e}");
+            std::process::exit(1)
+        })
+    };
+    match args.first().map(String::as_str) {
+        Some("compile") => {
+            let text = read(1);
+            let options = Options::default();
+            let run = || {
+                let start = Instant::now();
+                let out = compile(&text, &options).unwrap_or_else(|e| {
+                    eprintln!("perf_probe: {e}");
+                    std::process::exit(1)
+                });
+                std::hint::black_box(out.output.len());
+                ms(start)
+            };
+            let first = run();
+            let rest: Vec<f64> = (0..repeats(2)).map(|_| run()).collect();
+            println!(
+                "{{\"bytes\":{},\"first_ms\":{first:.3},\"median_ms\":{:.3}}}",
+                text.len(),
+                median(rest)
+            );
+        }
+        Some("count") => {
+            let text = read(1);
+            Tokenizer::O200kBase.count("warm up");
+            let times: Vec<f64> = (0..repeats(2))
+                .map(|_| {
+                    let start = Instant::now();
+                    std::hint::black_box(Tokenizer::O200kBase.count(&text));
+                    start.elapsed().as_secs_f64()
+                })
+                .collect();
+            let mb_s = text.len() as f64 / 1e6 / median(times);
+            println!("{{\"bytes\":{},\"mb_per_s\":{mb_s:.1}}}", text.len());
+        }
+        Some("first-count") => {
+            let start = Instant::now();
+            let ours = Tokenizer::O200kBase.count("hello world");
+            let ours_ms = ms(start);
+            let start = Instant::now();
+            let bpe = tiktoken_rs::o200k_base().expect("o200k_base loads");
+            let theirs = bpe.encode_ordinary("hello world").len();
+            let theirs_ms = ms(start);
+            assert_eq!(ours, theirs);
+            println!("{{\"ctxgc_ms\":{ours_ms:.3},\"tiktoken_rs_ms\":{theirs_ms:.3}}}");
+        }
+        Some("append1") => {
+            let text = read(1);
+            let messages: Vec<serde_json::Value> =
+                serde_json::from_str(&text).unwrap_or_else(|e| {
+                    eprintln!("perf_probe: the chat is not a JSON array of messages: {e}");
+                    std::process::exit(1)
+                });
+            let steps = repeats(2).min(messages.len().saturating_sub(1)).max(1);
+            let prefixes: Vec<String> = (messages.len() - steps..=messages.len())
+                .map(|n| serde_json::to_string(&messages[..n]).expect("messages serialise"))
+                .collect();
+            let options = Options::default();
+            let step = |prefix: &String| {
+                let start = Instant::now();
+                let out = compile(prefix, &options).unwrap_or_else(|e| {
+                    eprintln!("perf_probe: {e}");
+                    std::process::exit(1)
+                });
+                std::hint::black_box(out.tokens_after);
+                start.elapsed().as_secs_f64() * 1e6
+            };
+            step(&prefixes[0]);
+            let times: Vec<f64> = prefixes[1..].iter().map(step).collect();
+            println!(
+                "{{\"messages\":{},\"median_us\":{:.1}}}",
+                messages.len(),
+                median(times)
+            );
+        }
+        Some("gen-events") => {
+            let n: usize = args
+                .get(1)
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| usage());
+            let events = ctxgc_core::synth::events(n, 42);
+            write(
+                args.get(2),
+                &serde_json::to_string(&events).expect("events serialise"),
+            );
+        }
+        Some("gen-chat") => {
+            let n: usize = args
+                .get(1)
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| usage());
+            let records = read(2);
+            let chat = ctxgc_core::synth::chat_json(&records, n).unwrap_or_else(|e| {
+                eprintln!("perf_probe: {e}");
+                std::process::exit(1)
+            });
+            write(args.get(3), &chat);
+        }
+        _ => usage(),
+    }
+}
+
+fn write(path: Option<&String>, text: &str) {
+    let path = path.unwrap_or_else(|| usage());
+    std::fs::write(path, text).unwrap_or_else(|e| {
+        eprintln!("perf_probe: {path}: {e}");
+        std::process::exit(1)
+    });
+}
