@@ -112,6 +112,28 @@ def _anthropic_message(body: dict) -> dict:
     }
 
 
+def _openai_response(body: dict) -> dict:
+    return {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 0,
+        "model": body.get("model", "m"),
+        "status": "completed",
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": REPLY, "annotations": []}],
+            }
+        ],
+        "parallel_tool_calls": False,
+        "tool_choice": "auto",
+        "tools": [],
+    }
+
+
 def _anthropic_events(body: dict) -> list[tuple[str, dict]]:
     message = _anthropic_message(body)
     message["content"] = []
@@ -166,6 +188,8 @@ class FakeProvider:
                         self._sse([(None, c) for c in _openai_chunks(body)], done=True)
                     else:
                         self._json(_openai_completion(body))
+                elif self.path.endswith("/responses"):
+                    self._json(_openai_response(body))
                 elif self.path.endswith("/messages"):
                     if body.get("stream"):
                         self._sse(_anthropic_events(body), done=False)

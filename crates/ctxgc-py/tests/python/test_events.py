@@ -172,3 +172,30 @@ def test_call_anthropic_with_compaction(provider):
     assert res["response_text"] == "The value of x is 20."
     body = provider.requests[-1]["body"]
     assert body["system"] == client.compact()["prompt"] and body["max_tokens"] == 1024
+
+
+def test_threads_share_one_session():
+    import threading
+
+    client = ctxgc.TraceGC()
+    errors = []
+
+    def writer(t: int) -> None:
+        try:
+            for i in range(50):
+                client.add_event({"id": f"t{t}-{i}", "type": "set_var", "timestamp": i, "key": f"k{t}", "value": i})
+                if i % 10 == 0:
+                    client.compact()
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    assert len(client) == 200
+    result = client.compact()
+    # Per key, only the latest value survives.
+    assert sorted(e["id"] for e in result["compact_events"]) == [f"t{t}-49" for t in range(4)]

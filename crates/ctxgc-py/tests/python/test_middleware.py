@@ -95,6 +95,22 @@ def test_openai_async_create_and_stream(provider):
     assert bodies[1]["messages"] == ctxgc.compile_messages(TOOL_CHAT, format="openai-chat")[0]
 
 
+def test_openai_responses_input_is_compiled(provider):
+    client = ctxgc.wrap(openai_client(provider))
+    items = [
+        {"type": "message", "role": "system", "content": "You help with orders."},
+        {"type": "message", "role": "user", "content": "Where is order 42?"},
+        {"type": "function_call", "call_id": "call_1", "name": "get_order", "arguments": '{"id": 42}'},
+        {"type": "function_call_output", "call_id": "call_1", "output": TOOL_CHAT[3]["content"]},
+    ]
+    reply = client.responses.create(model="m", input=items)
+    assert reply.output_text == REPLY
+    sent = provider.requests[-1]["body"]["input"]
+    assert sent == ctxgc.compile_messages(items, format="responses")[0]
+    assert sent[3]["output"] != items[3]["output"]  # the bulky JSON output was compacted
+    assert client.last_telemetry["format"] == "responses"
+
+
 def test_anthropic_sync_create_puts_the_register_in_the_system_prompt(provider):
     client = ctxgc.wrap(anthropic_client(provider))
     reply = client.messages.create(model="claude-x", max_tokens=100, system="You book tables.", messages=ANTHROPIC)
