@@ -866,6 +866,45 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_version_1_database_gets_chat_sessions_and_keeps_its_sessions() {
+        let db = match crate::testing::postgres() {
+            Ok(db) => db,
+            Err(why) if crate::testing::services_required() => {
+                panic!("PostgreSQL required: {why}")
+            }
+            Err(why) => return eprintln!("note: PostgreSQL test skipped ({why})"),
+        };
+        let crate::Location::Postgres(url) = &db.location else {
+            unreachable!("a PostgreSQL test database")
+        };
+        let mut client = PostgresStore::client(url).unwrap();
+        migrate_with(&mut client, &MIGRATIONS[..1]).unwrap();
+        client
+            .batch_execute(
+                "INSERT INTO sessions (context_id, format, next_seq) VALUES ('events', 'events', 0)",
+            )
+            .unwrap();
+        drop(client);
+
+        let mut store = PostgresStore::connect(url).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        assert_eq!(
+            store.info("events").unwrap().unwrap().format,
+            Some(Format::Events)
+        );
+        let chat = r#"{"model": "m", "messages": [{"role": "user", "content": "hi"}]}"#;
+        let appended =
+            ctxgc_core::store::chat::append_chat(&mut store, "chat", chat, &Default::default())
+                .unwrap();
+        assert_eq!(appended.ids, ["m0"]);
+        let transcript = store.chat_transcript("chat").unwrap().unwrap();
+        assert_eq!(
+            transcript.text(),
+            r#"{"model":"m","messages":[{"role": "user", "content": "hi"}]}"#
+        );
+    }
+
+    #[test]
     fn an_older_database_gets_only_the_newer_migrations() {
         let db = match crate::testing::postgres() {
             Ok(db) => db,

@@ -801,6 +801,39 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_version_1_database_gets_chat_sessions_and_keeps_its_sessions() {
+        let db = crate::testing::sqlite();
+        let crate::Location::Sqlite(path) = &db.location else {
+            unreachable!("a SQLite test database")
+        };
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let conn = Connection::open(path).unwrap();
+        let mut old = SqliteStore {
+            conn,
+            path: path.clone(),
+        };
+        old.migrate_with(&MIGRATIONS[..1]).unwrap();
+        let trace = r#"{"id": "e1", "type": "set_var", "timestamp": 1, "key": "x", "value": 1}"#;
+        let items = ctxgc_core::frontend::events::lower_events(trace, &Default::default()).unwrap();
+        old.append("events", Format::Events, 0, &items).unwrap();
+        drop(old);
+
+        let mut store = SqliteStore::open(path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        assert_eq!(store.items("events", 0).unwrap(), items);
+        let chat = r#"{"model": "m", "messages": [{"role": "user", "content": "hi"}]}"#;
+        let appended =
+            ctxgc_core::store::chat::append_chat(&mut store, "chat", chat, &Default::default())
+                .unwrap();
+        assert_eq!(appended.ids, ["m0"]);
+        let transcript = store.chat_transcript("chat").unwrap().unwrap();
+        assert_eq!(
+            transcript.text(),
+            r#"{"model":"m","messages":[{"role": "user", "content": "hi"}]}"#
+        );
+    }
+
+    #[test]
     fn an_older_database_gets_only_the_newer_migrations() {
         let db = crate::testing::sqlite();
         let crate::Location::Sqlite(path) = &db.location else {
