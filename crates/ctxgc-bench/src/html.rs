@@ -4,24 +4,10 @@
 
 use std::fmt::Write as _;
 
+use ctxgc_report::html::escape;
+
 use crate::report::{BenchReport, Summary};
 use crate::table::thousands;
-
-/// Escapes text for HTML content and attribute values.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 /// One colour per strategy, in report order (colour-blind-safe palette).
 const PALETTE: [&str; 8] = [

@@ -8,23 +8,12 @@
 
 use std::fmt::Write as _;
 
+pub use ctxgc_report::thousands;
+
 use crate::report::{BenchReport, Summary};
 
 fn pct(v: Option<f64>) -> String {
     v.map_or_else(|| "-".to_owned(), |v| format!("{:.1}%", v * 100.0))
-}
-
-/// `n` with thousands separators (`12,345`).
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 const HEADER: [&str; 12] = [

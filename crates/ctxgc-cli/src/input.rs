@@ -64,6 +64,10 @@ pub struct CompileOptions {
     /// Chats: longest declared value, in characters of compact JSON.
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_value_chars: usize,
+    /// A learned or reviewed projection (the file `ctxgc learn` writes) that trims tool
+    /// outputs on arrival, in chats and event traces (reason `projection`).
+    #[arg(long, value_name = "FILE")]
+    pub projection: Option<PathBuf>,
 }
 
 impl CompileOptions {
@@ -89,6 +93,16 @@ impl CompileOptions {
             ))
         })?;
         self.chat_options(&mut options.chat)?;
+        if let Some(path) = &self.projection {
+            let text = read_input(Some(path)).map_err(|e| match e {
+                Failure::Input(m) => Failure::Usage(format!("--projection: {m}")),
+                other => other,
+            })?;
+            options.projection = Some(
+                ctxgc_core::projection::Projection::from_json(&text)
+                    .map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))?,
+            );
+        }
         Ok(options)
     }
 }

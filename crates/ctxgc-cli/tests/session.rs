@@ -214,17 +214,10 @@ fn conflicts_unknown_sessions_and_bad_input_fail_clearly() {
     assert_eq!(bad_append.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad_append.stderr).contains("field \"key\""));
 
-    // A chat cannot be stored yet: refused before anything is written.
+    // A chat cannot join a session of events: refused before anything is written.
     let chat = dir.path().join("chat.json");
     std::fs::write(&chat, r#"[{"role": "user", "content": "hi"}]"#).unwrap();
-    let refused = ctxgc(&[
-        "session",
-        "append",
-        "talk",
-        chat.to_str().unwrap(),
-        "--db",
-        db,
-    ]);
+    let refused = ctxgc(&["session", "append", "c", chat.to_str().unwrap(), "--db", db]);
     assert_eq!(refused.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("openai-chat"));
     assert_eq!(

@@ -27,6 +27,10 @@ pub struct Options {
     /// Whether the report carries token counts. Decisions never depend on it: the passes
     /// that compare costs count what they compare either way.
     pub counting: Counting,
+    /// A learned or reviewed projection that trims tool outputs on arrival (chats and event
+    /// traces); its stubs name `chat.expand_tool` when one is set, and `chat.keep_tools` are
+    /// never trimmed.
+    pub projection: Option<crate::projection::Projection>,
 }
 
 /// Whether a compile reports exact token counts.
@@ -57,6 +61,19 @@ impl Counting {
             Counting::Exact => count(),
             Counting::Skip => 0,
         }
+    }
+}
+
+impl Options {
+    /// The projection pass's configuration, when a projection is set.
+    pub fn projection_config(&self) -> Option<crate::passes::projection::ProjectionConfig> {
+        self.projection
+            .as_ref()
+            .map(|projection| crate::passes::projection::ProjectionConfig {
+                projection: projection.clone(),
+                recall_tool: self.chat.expand_tool.clone(),
+                keep_tools: self.chat.keep_tools.clone(),
+            })
     }
 }
 
@@ -109,7 +126,10 @@ pub struct Compiled {
 /// Lowers an event trace into a compiled [`Session`].
 pub fn compile_event_session(text: &str, options: &Options) -> Result<Session, Error> {
     let items = lower_events(text, &options.events)?;
-    let mut session = Session::new(options.retention.clone());
+    let mut session = Session::with_passes(
+        options.retention.clone(),
+        crate::passes::event_pipeline_with(options.projection_config()),
+    );
     session.extend(items)?;
     session.compile();
     Ok(session)

@@ -115,8 +115,11 @@ impl Graph {
         self.order.as_deref()
     }
 
-    /// Recomputes cycles and render order if a back edge was added. Cost is linear in the
-    /// graph, paid only when the input is out of order.
+    /// Recomputes cycles and render order over the first `len` items if a back edge was
+    /// added. Cost is linear in the graph, paid only when the input is out of order.
+    ///
+    /// Items from `len` on may already be linked (a batch appended, then compiled one item at
+    /// a time): their edges are left out until a refresh covers them.
     pub fn refresh(&mut self, len: usize) {
         self.grow(len);
         if !self.dirty {
@@ -127,13 +130,14 @@ impl Graph {
             }
             return;
         }
-        self.dirty = false;
+        // Edges to items not covered yet still count once a refresh reaches them.
+        self.dirty = len < self.children.head.len();
         let mut pg = petgraph::graph::DiGraph::<(), ()>::with_capacity(len, 0);
         for _ in 0..len {
             pg.add_node(());
         }
         for parent in 0..len {
-            for child in self.children.iter(parent) {
+            for child in self.children.iter(parent).filter(|&c| c < len) {
                 pg.add_edge(
                     petgraph::graph::NodeIndex::new(parent),
                     petgraph::graph::NodeIndex::new(child),
@@ -161,7 +165,7 @@ impl Graph {
         // comes first in the input, so an in-order trace renders in input order.
         let mut indegree = vec![0usize; members.len()];
         for parent in 0..len {
-            for child in self.children.iter(parent) {
+            for child in self.children.iter(parent).filter(|&c| c < len) {
                 if component[parent] != component[child] {
                     indegree[component[child]] += 1;
                 }
@@ -177,7 +181,7 @@ impl Graph {
         while let Some(Reverse((_, id))) = ready.pop() {
             for &m in &members[id] {
                 order.push(m);
-                for child in self.children.iter(m) {
+                for child in self.children.iter(m).filter(|&c| c < len) {
                     let c = component[child];
                     if c != id {
                         indegree[c] -= 1;
@@ -229,6 +233,28 @@ mod tests {
         g.refresh(2);
         assert!(g.cycles().is_empty());
         assert_eq!(g.order(), Some(&[1, 0][..]));
+    }
+
+    #[test]
+    fn a_refresh_over_a_prefix_leaves_later_items_for_later() {
+        // Items 0..4 linked at once (a batch), with a back edge 3 → 1, refreshed item by item.
+        let mut g = Graph::default();
+        g.grow(4);
+        g.add_edge(0, 1);
+        g.add_edge(1, 2);
+        g.add_edge(2, 3);
+        g.add_edge(3, 1);
+        for len in 1..=3 {
+            g.refresh(len);
+            assert!(
+                g.cycles().is_empty(),
+                "no cycle within the first {len} items"
+            );
+            assert_eq!(g.order(), Some(&(0..len).collect::<Vec<_>>()[..]));
+        }
+        g.refresh(4);
+        assert_eq!(g.cycles(), &[vec![1, 2, 3]]);
+        assert_eq!(g.order(), Some(&[0, 1, 2, 3][..]));
     }
 
     #[test]

@@ -39,6 +39,10 @@ use crate::error::Error;
 use crate::ir::{Format, Item};
 use crate::session::Session;
 
+pub mod chat;
+
+use chat::{ChatEnvelope, ChatMessage, ChatTranscript, holds_chat, holds_items, is_chat_format};
+
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -199,6 +203,27 @@ pub trait Store {
 
     /// A named state blob, if one was saved.
     fn state(&mut self, scope: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Appends messages to the chat session `context_id` (created on its first append), in one
+    /// transaction: `messages` at positions `expected_len..`, each also kept as the receipt of
+    /// its id, the session's format set to `format`, and its envelope replaced by `envelope`
+    /// when one is given (kept when `None`). Returns the new number of messages, only once
+    /// durable. A session whose length is not `expected_len` gives [`StoreError::Conflict`]; a
+    /// session of items ([`Store::append`]) gives [`StoreError::FormatMismatch`] or
+    /// [`StoreError::Rejected`]. Use [`chat::append_chat`], which assigns the ids and checks
+    /// the whole transcript, rather than calling this directly.
+    fn chat_append(
+        &mut self,
+        context_id: &str,
+        format: Format,
+        expected_len: u64,
+        envelope: Option<&ChatEnvelope>,
+        messages: &[ChatMessage],
+    ) -> Result<u64, StoreError>;
+
+    /// The chat session `context_id` as one consistent read: format, envelope and every
+    /// message (`None`: no chat session of that id).
+    fn chat_transcript(&mut self, context_id: &str) -> Result<Option<ChatTranscript>, StoreError>;
 }
 
 impl<S: Store + ?Sized> Store for &mut S {
@@ -261,6 +286,19 @@ impl<S: Store + ?Sized> Store for &mut S {
     }
     fn state(&mut self, scope: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
         (**self).state(scope, key)
+    }
+    fn chat_append(
+        &mut self,
+        context_id: &str,
+        format: Format,
+        expected_len: u64,
+        envelope: Option<&ChatEnvelope>,
+        messages: &[ChatMessage],
+    ) -> Result<u64, StoreError> {
+        (**self).chat_append(context_id, format, expected_len, envelope, messages)
+    }
+    fn chat_transcript(&mut self, context_id: &str) -> Result<Option<ChatTranscript>, StoreError> {
+        (**self).chat_transcript(context_id)
     }
 }
 
@@ -325,6 +363,19 @@ impl<S: Store + ?Sized> Store for Box<S> {
     fn state(&mut self, scope: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
         (**self).state(scope, key)
     }
+    fn chat_append(
+        &mut self,
+        context_id: &str,
+        format: Format,
+        expected_len: u64,
+        envelope: Option<&ChatEnvelope>,
+        messages: &[ChatMessage],
+    ) -> Result<u64, StoreError> {
+        (**self).chat_append(context_id, format, expected_len, envelope, messages)
+    }
+    fn chat_transcript(&mut self, context_id: &str) -> Result<Option<ChatTranscript>, StoreError> {
+        (**self).chat_transcript(context_id)
+    }
 }
 
 /// The blake3 hash of `bytes`, as lowercase hex: the content address of a receipt.
@@ -342,6 +393,14 @@ struct MemorySession {
     items: Vec<Item>,
     receipts: BTreeMap<String, String>,
     snapshots: BTreeMap<String, Snapshot>,
+    /// Set for a chat session: its envelope and messages.
+    chat: Option<MemoryChat>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct MemoryChat {
+    envelope: Option<ChatEnvelope>,
+    messages: Vec<ChatMessage>,
 }
 
 impl MemorySession {
@@ -349,7 +408,10 @@ impl MemorySession {
         SessionInfo {
             context_id: context_id.to_owned(),
             format: self.format,
-            items: self.items.len() as u64,
+            items: match &self.chat {
+                Some(chat) => chat.messages.len() as u64,
+                None => self.items.len() as u64,
+            },
         }
     }
 }
@@ -387,6 +449,9 @@ impl Store for MemoryStore {
         items: &[Item],
     ) -> Result<u64, StoreError> {
         let existing = self.sessions.get(context_id);
+        if existing.is_some_and(|s| s.chat.is_some()) {
+            return Err(holds_chat(context_id));
+        }
         let actual = existing.map_or(0, |s| s.items.len() as u64);
         if actual != expected_seq {
             return Err(StoreError::Conflict {
@@ -557,6 +622,81 @@ impl Store for MemoryStore {
 
     fn state(&mut self, scope: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
         Ok(self.state.get(&(scope.to_owned(), key.to_owned())).cloned())
+    }
+
+    fn chat_append(
+        &mut self,
+        context_id: &str,
+        format: Format,
+        expected_len: u64,
+        envelope: Option<&ChatEnvelope>,
+        messages: &[ChatMessage],
+    ) -> Result<u64, StoreError> {
+        let existing = self.sessions.get(context_id);
+        if let Some(stored) = existing.and_then(|s| s.format) {
+            if !is_chat_format(stored) || !is_chat_format(format) {
+                return Err(StoreError::FormatMismatch {
+                    context_id: context_id.to_owned(),
+                    stored: stored.name(),
+                    appended: format.name(),
+                });
+            }
+            if existing.is_some_and(|s| s.chat.is_none()) {
+                return Err(holds_items(context_id));
+            }
+        }
+        let actual = existing
+            .and_then(|s| s.chat.as_ref())
+            .map_or(0, |c| c.messages.len() as u64);
+        if actual != expected_len {
+            return Err(StoreError::Conflict {
+                context_id: context_id.to_owned(),
+                expected: expected_len,
+                actual,
+            });
+        }
+        let hashes: Vec<String> = messages
+            .iter()
+            .map(|m| content_hash(m.raw.as_bytes()))
+            .collect();
+        if let Some(session) = existing {
+            for (m, hash) in messages.iter().zip(&hashes) {
+                if session.receipts.get(&m.id).is_some_and(|held| held != hash) {
+                    return Err(StoreError::ReceiptTaken {
+                        context_id: context_id.to_owned(),
+                        id: m.id.clone(),
+                    });
+                }
+            }
+        }
+        let session = self.sessions.entry(context_id.to_owned()).or_default();
+        session.format = Some(format);
+        let chat = session.chat.get_or_insert_with(MemoryChat::default);
+        if let Some(envelope) = envelope {
+            chat.envelope = Some(envelope.clone());
+        }
+        for (m, hash) in messages.iter().zip(hashes) {
+            self.blobs
+                .entry(hash.clone())
+                .or_insert_with(|| m.raw.as_bytes().to_vec());
+            session.receipts.entry(m.id.clone()).or_insert(hash);
+        }
+        chat.messages.extend_from_slice(messages);
+        Ok(chat.messages.len() as u64)
+    }
+
+    fn chat_transcript(&mut self, context_id: &str) -> Result<Option<ChatTranscript>, StoreError> {
+        let Some(session) = self.sessions.get(context_id) else {
+            return Ok(None);
+        };
+        Ok(match (&session.chat, session.format) {
+            (Some(chat), Some(format)) => Some(ChatTranscript {
+                format,
+                envelope: chat.envelope.clone(),
+                messages: chat.messages.clone(),
+            }),
+            _ => None,
+        })
     }
 }
 

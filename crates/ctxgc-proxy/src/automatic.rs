@@ -26,8 +26,8 @@ use std::sync::Mutex;
 
 use ctxgc_core::projection::apply::ReceiptStore;
 use ctxgc_core::projection::auto::{AutoConfig, AutoTrim};
-use ctxgc_core::projection::report::render_html;
 use ctxgc_core::projection::trace::Run;
+use ctxgc_report::projection::render_html;
 use serde_json::Value;
 
 use crate::receipts::{StoreReceipts, read_receipts_file};

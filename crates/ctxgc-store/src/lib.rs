@@ -12,8 +12,10 @@
 //! Both store the same things the same way: sessions by `context_id`, their items in append
 //! order under sequence numbers, every item's original bytes as a receipt (content-addressed
 //! by blake3, each session reaching only its own), compiler snapshots to resume incremental
-//! compilation, and named state blobs. Schema migrations are versioned (`schema_version`
-//! table) and applied on open.
+//! compilation, named state blobs, and chat sessions (a request envelope and every message,
+//! see [`ctxgc_core::store::chat`]). Schema migrations are versioned (`schema_version`
+//! table) and applied on open: a database of an earlier version is brought up to date in
+//! place, its sessions untouched.
 //!
 //! ```
 //! use ctxgc_core::frontend::events::lower_events;
@@ -43,6 +45,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use ctxgc_core::store::chat::{ChatEnvelope, ChatMessage, ChatTranscript};
 pub use ctxgc_core::store::{SessionInfo, Snapshot, Store, StoreError, StoredSession};
 use ctxgc_core::{Format, Item};
 
@@ -281,6 +284,19 @@ impl Store for AnyStore {
     }
     fn state(&mut self, scope: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
         dispatch!(self, s => s.state(scope, key))
+    }
+    fn chat_append(
+        &mut self,
+        context_id: &str,
+        format: Format,
+        expected_len: u64,
+        envelope: Option<&ChatEnvelope>,
+        messages: &[ChatMessage],
+    ) -> Result<u64, StoreError> {
+        dispatch!(self, s => s.chat_append(context_id, format, expected_len, envelope, messages))
+    }
+    fn chat_transcript(&mut self, context_id: &str) -> Result<Option<ChatTranscript>, StoreError> {
+        dispatch!(self, s => s.chat_transcript(context_id))
     }
 }
 

@@ -8,6 +8,9 @@
 //! `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`; a schema other than `public` is chosen
 //! with `?options=-csearch_path%3DSCHEMA`.
 
+use ctxgc_core::store::chat::{
+    ChatEnvelope, ChatMessage, ChatTranscript, holds_chat, holds_items, is_chat_format,
+};
 use ctxgc_core::store::{SessionInfo, Snapshot, Store, StoreError};
 use ctxgc_core::{Format, Item};
 use postgres::{Client, NoTls, Statement};
@@ -21,9 +24,10 @@ const BACKEND: &str = "postgres";
 const ROWS_PER_STATEMENT: usize = 4096;
 
 /// Schema migrations, in order; each runs once, in a transaction, when a database is opened.
-const MIGRATIONS: &[(i32, &str)] = &[(
-    1,
-    "CREATE TABLE sessions (
+const MIGRATIONS: &[(i32, &str)] = &[
+    (
+        1,
+        "CREATE TABLE sessions (
         id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
         context_id TEXT NOT NULL UNIQUE,
         format TEXT,
@@ -61,7 +65,25 @@ const MIGRATIONS: &[(i32, &str)] = &[(
         value BYTEA NOT NULL,
         PRIMARY KEY (scope, key)
     );",
-)];
+    ),
+    // Chat sessions: the envelope of the latest request and every message, in order (the
+    // message bytes live in `blobs`, also indexed as receipts).
+    (
+        2,
+        "CREATE TABLE chat_sessions (
+        session_id BIGINT PRIMARY KEY REFERENCES sessions(id),
+        items_key TEXT,
+        envelope TEXT
+    );
+    CREATE TABLE chat_messages (
+        session_id BIGINT NOT NULL REFERENCES sessions(id),
+        seq BIGINT NOT NULL,
+        message_id TEXT NOT NULL,
+        hash BYTEA NOT NULL REFERENCES blobs(hash),
+        PRIMARY KEY (session_id, seq)
+    );",
+    ),
+];
 
 /// The newest schema version this build knows.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
@@ -117,6 +139,7 @@ struct Statements {
     receipt_clash: Statement,
     put_items: Statement,
     advance: Statement,
+    is_chat: Statement,
 }
 
 impl Statements {
@@ -150,6 +173,7 @@ impl Statements {
                  SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::bytea[], $5::bytea[])",
             )?,
             advance: prepare("UPDATE sessions SET next_seq = $2 WHERE id = $1")?,
+            is_chat: prepare("SELECT EXISTS (SELECT 1 FROM chat_sessions WHERE session_id = $1)")?,
         })
     }
 }
@@ -284,6 +308,20 @@ impl PostgresStore {
     }
 }
 
+impl PostgresStore {
+    /// True when the session is a chat session.
+    fn is_chat_session(
+        tx: &mut postgres::Transaction<'_>,
+        statements: &Statements,
+        session_id: i64,
+    ) -> Result<bool, StoreError> {
+        let row = tx
+            .query_one(&statements.is_chat, &[&session_id])
+            .map_err(backend_error("read chat session"))?;
+        column(&row, 0, "read chat session")
+    }
+}
+
 fn migrate(client: &mut Client) -> Result<(), StoreError> {
     migrate_with(client, MIGRATIONS)
 }
@@ -377,6 +415,12 @@ impl Store for PostgresStore {
                     stored: stored.name(),
                     appended: format.name(),
                 });
+            }
+            Some(stored)
+                if is_chat_format(stored)
+                    && Self::is_chat_session(&mut tx, statements, session_id)? =>
+            {
+                return Err(holds_chat(context_id));
             }
             Some(_) => {}
             None => {
@@ -652,11 +696,213 @@ impl Store for PostgresStore {
             .map_err(backend_error("read state"))?;
         row.map(|row| column(&row, 0, "read state")).transpose()
     }
+
+    fn chat_append(
+        &mut self,
+        context_id: &str,
+        format: Format,
+        expected_len: u64,
+        envelope: Option<&ChatEnvelope>,
+        messages: &[ChatMessage],
+    ) -> Result<u64, StoreError> {
+        let expected = to_i64(expected_len, "message count")?;
+        let count = to_i64(messages.len() as u64, "batch size")?;
+        let receipts: ReceiptRows<'_> = messages
+            .iter()
+            .map(|m| {
+                let raw = m.raw.as_bytes();
+                (m.id.as_str(), blob_hash(raw), raw)
+            })
+            .collect();
+        self.ensure_connected()?;
+        let PostgresStore {
+            client, statements, ..
+        } = self;
+        let mut tx = client
+            .transaction()
+            .map_err(backend_error("begin chat append"))?;
+        // Locks the session's row: appends to one session queue here.
+        let (session_id, stored_format, next) = Self::session_row(&mut tx, statements, context_id)?;
+        let chat = Self::is_chat_session(&mut tx, statements, session_id)?;
+        if let Some(stored) = parse_format(stored_format, context_id)? {
+            if !is_chat_format(stored) || !is_chat_format(format) {
+                return Err(StoreError::FormatMismatch {
+                    context_id: context_id.to_owned(),
+                    stored: stored.name(),
+                    appended: format.name(),
+                });
+            }
+            if !chat {
+                return Err(holds_items(context_id));
+            }
+        }
+        if next != expected {
+            return Err(StoreError::Conflict {
+                context_id: context_id.to_owned(),
+                expected: expected_len,
+                actual: to_u64(next, context_id, "message count")?,
+            });
+        }
+        if !chat {
+            tx.execute(
+                "INSERT INTO chat_sessions (session_id) VALUES ($1)",
+                &[&session_id],
+            )
+            .map_err(backend_error("create chat session"))?;
+        }
+        if let Some(envelope) = envelope {
+            tx.execute(
+                "UPDATE chat_sessions SET items_key = $2, envelope = $3 WHERE session_id = $1",
+                &[&session_id, &envelope.items_key(), &envelope.to_json()],
+            )
+            .map_err(backend_error("store chat envelope"))?;
+        }
+        Self::index_receipts(&mut tx, statements, session_id, context_id, &receipts)?;
+        for (chunk_index, chunk) in receipts.chunks(ROWS_PER_STATEMENT).enumerate() {
+            let first = chunk_index * ROWS_PER_STATEMENT;
+            let seqs: Vec<i64> = (0..chunk.len())
+                .map(|k| to_i64((first + k) as u64, "message count").map(|k| expected + k))
+                .collect::<Result<_, _>>()?;
+            let ids: Vec<&str> = chunk.iter().map(|(id, _, _)| *id).collect();
+            let hashes: Vec<&[u8]> = chunk.iter().map(|(_, h, _)| &h[..]).collect();
+            tx.execute(
+                "INSERT INTO chat_messages (session_id, seq, message_id, hash)
+                 SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::bytea[])",
+                &[&session_id, &seqs, &ids, &hashes],
+            )
+            .map_err(backend_error("store chat messages"))?;
+        }
+        let new_next = expected + count;
+        tx.execute(
+            "UPDATE sessions SET format = $2, next_seq = $3 WHERE id = $1",
+            &[&session_id, &format.name(), &new_next],
+        )
+        .map_err(backend_error("advance chat session"))?;
+        tx.commit().map_err(backend_error("commit chat append"))?;
+        to_u64(new_next, context_id, "message count")
+    }
+
+    fn chat_transcript(&mut self, context_id: &str) -> Result<Option<ChatTranscript>, StoreError> {
+        self.ensure_connected()?;
+        // One snapshot for both reads: the envelope and the messages of the same moment.
+        let mut tx = self
+            .client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(backend_error("begin chat read"))?;
+        let head = tx
+            .query_opt(
+                "SELECT s.id, s.format, s.next_seq, c.items_key, c.envelope
+                 FROM sessions s JOIN chat_sessions c ON c.session_id = s.id
+                 WHERE s.context_id = $1",
+                &[&context_id],
+            )
+            .map_err(backend_error("read chat session"))?;
+        let Some(head) = head else {
+            return Ok(None);
+        };
+        let what = "read chat session";
+        let session_id: i64 = column(&head, 0, what)?;
+        let format: Option<String> = column(&head, 1, what)?;
+        let next: i64 = column(&head, 2, what)?;
+        let items_key: Option<String> = column(&head, 3, what)?;
+        let envelope: Option<String> = column(&head, 4, what)?;
+        let corrupt = |message: String| StoreError::Corrupt {
+            context_id: context_id.to_owned(),
+            message,
+        };
+        let format = parse_format(format, context_id)?
+            .ok_or_else(|| corrupt("a chat session without a format".into()))?;
+        let envelope = match (envelope, items_key) {
+            (Some(text), Some(key)) => Some(
+                ChatEnvelope::from_json(&text, &key)
+                    .map_err(|e| corrupt(format!("chat envelope: {e}")))?,
+            ),
+            (None, _) => None,
+            (Some(_), None) => return Err(corrupt("a chat envelope without its items key".into())),
+        };
+        let rows = tx
+            .query(
+                "SELECT m.seq, m.message_id, b.bytes FROM chat_messages m
+                 JOIN blobs b ON b.hash = m.hash
+                 WHERE m.session_id = $1 ORDER BY m.seq",
+                &[&session_id],
+            )
+            .map_err(backend_error("read chat messages"))?;
+        tx.commit().map_err(backend_error("end chat read"))?;
+        let mut messages = Vec::with_capacity(rows.len());
+        for (n, row) in rows.iter().enumerate() {
+            let what = "read chat messages";
+            let seq: i64 = column(row, 0, what)?;
+            let id: String = column(row, 1, what)?;
+            let bytes: Vec<u8> = column(row, 2, what)?;
+            if seq != n as i64 {
+                return Err(corrupt(format!(
+                    "chat message {n} is missing (found {seq})"
+                )));
+            }
+            let raw = String::from_utf8(bytes)
+                .map_err(|_| corrupt(format!("chat message {id:?} is not UTF-8")))?;
+            messages.push(ChatMessage { id, raw });
+        }
+        if messages.len() as i64 != next {
+            return Err(corrupt(format!(
+                "the session counts {next} messages but holds {}",
+                messages.len()
+            )));
+        }
+        Ok(Some(ChatTranscript {
+            format,
+            envelope,
+            messages,
+        }))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_version_1_database_gets_chat_sessions_and_keeps_its_sessions() {
+        let db = match crate::testing::postgres() {
+            Ok(db) => db,
+            Err(why) if crate::testing::services_required() => {
+                panic!("PostgreSQL required: {why}")
+            }
+            Err(why) => return eprintln!("note: PostgreSQL test skipped ({why})"),
+        };
+        let crate::Location::Postgres(url) = &db.location else {
+            unreachable!("a PostgreSQL test database")
+        };
+        let mut client = PostgresStore::client(url).unwrap();
+        migrate_with(&mut client, &MIGRATIONS[..1]).unwrap();
+        client
+            .batch_execute(
+                "INSERT INTO sessions (context_id, format, next_seq) VALUES ('events', 'events', 0)",
+            )
+            .unwrap();
+        drop(client);
+
+        let mut store = PostgresStore::connect(url).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        assert_eq!(
+            store.info("events").unwrap().unwrap().format,
+            Some(Format::Events)
+        );
+        let chat = r#"{"model": "m", "messages": [{"role": "user", "content": "hi"}]}"#;
+        let appended =
+            ctxgc_core::store::chat::append_chat(&mut store, "chat", chat, &Default::default())
+                .unwrap();
+        assert_eq!(appended.ids, ["m0"]);
+        let transcript = store.chat_transcript("chat").unwrap().unwrap();
+        assert_eq!(
+            transcript.text(),
+            r#"{"model":"m","messages":[{"role": "user", "content": "hi"}]}"#
+        );
+    }
 
     #[test]
     fn an_older_database_gets_only_the_newer_migrations() {
@@ -676,13 +922,14 @@ mod tests {
             .unwrap();
         let next = [
             MIGRATIONS[0],
+            MIGRATIONS[1],
             (
-                2,
+                3,
                 "CREATE TABLE added_in_2 (x INTEGER); INSERT INTO added_in_2 VALUES (7);",
             ),
         ];
         migrate_with(&mut store.client, &next).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 2);
+        assert_eq!(store.schema_version().unwrap(), 3);
         migrate_with(&mut store.client, &next).unwrap();
         let row = store
             .client
@@ -695,6 +942,6 @@ mod tests {
         );
         drop(store);
         let err = PostgresStore::connect(url).unwrap_err();
-        assert!(err.to_string().contains("schema version 2"), "{err}");
+        assert!(err.to_string().contains("schema version 3"), "{err}");
     }
 }

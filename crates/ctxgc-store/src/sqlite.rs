@@ -8,6 +8,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use ctxgc_core::store::chat::{
+    ChatEnvelope, ChatMessage, ChatTranscript, holds_chat, holds_items, is_chat_format,
+};
 use ctxgc_core::store::{SessionInfo, Snapshot, Store, StoreError};
 use ctxgc_core::{Format, Item};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
@@ -21,9 +24,10 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
 const BACKEND: &str = "sqlite";
 
 /// Schema migrations, in order; each runs once, in a transaction, when a database is opened.
-const MIGRATIONS: &[(i64, &str)] = &[(
-    1,
-    "CREATE TABLE sessions (
+const MIGRATIONS: &[(i64, &str)] = &[
+    (
+        1,
+        "CREATE TABLE sessions (
         id INTEGER PRIMARY KEY,
         context_id TEXT NOT NULL UNIQUE,
         format TEXT,
@@ -61,7 +65,25 @@ const MIGRATIONS: &[(i64, &str)] = &[(
         value BLOB NOT NULL,
         PRIMARY KEY (scope, key)
     );",
-)];
+    ),
+    // Chat sessions: the envelope of the latest request and every message, in order (the
+    // message bytes live in `blobs`, also indexed as receipts).
+    (
+        2,
+        "CREATE TABLE chat_sessions (
+        session_id INTEGER PRIMARY KEY REFERENCES sessions(id),
+        items_key TEXT,
+        envelope TEXT
+    );
+    CREATE TABLE chat_messages (
+        session_id INTEGER NOT NULL REFERENCES sessions(id),
+        seq INTEGER NOT NULL,
+        message_id TEXT NOT NULL,
+        hash BLOB NOT NULL REFERENCES blobs(hash),
+        PRIMARY KEY (session_id, seq)
+    );",
+    ),
+];
 
 /// The newest schema version this build knows.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
@@ -284,6 +306,16 @@ fn ensure_session(tx: &rusqlite::Transaction<'_>, context_id: &str) -> Result<i6
         .map_err(backend_error("find session"))
 }
 
+/// A chat session's row: session id, format, message count, items key, envelope.
+type ChatHead = (i64, Option<String>, i64, Option<String>, Option<String>);
+
+/// True when the session is a chat session.
+fn is_chat_session(tx: &rusqlite::Transaction<'_>, session_id: i64) -> Result<bool, StoreError> {
+    tx.prepare_cached("SELECT EXISTS (SELECT 1 FROM chat_sessions WHERE session_id = ?1)")
+        .and_then(|mut s| s.query_row([session_id], |row| row.get(0)))
+        .map_err(backend_error("read chat session"))
+}
+
 impl Store for SqliteStore {
     fn backend(&self) -> &'static str {
         BACKEND
@@ -331,6 +363,9 @@ impl Store for SqliteStore {
                     stored: stored.name(),
                     appended: format.name(),
                 });
+            }
+            Some(stored) if is_chat_format(stored) && is_chat_session(&tx, session_id)? => {
+                return Err(holds_chat(context_id));
             }
             Some(_) => {}
             None => {
@@ -592,11 +627,211 @@ impl Store for SqliteStore {
             .optional()
             .map_err(backend_error("read state"))
     }
+
+    fn chat_append(
+        &mut self,
+        context_id: &str,
+        format: Format,
+        expected_len: u64,
+        envelope: Option<&ChatEnvelope>,
+        messages: &[ChatMessage],
+    ) -> Result<u64, StoreError> {
+        let expected = to_i64(expected_len, "message count")?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(backend_error("begin chat append"))?;
+        let session_id = ensure_session(&tx, context_id)?;
+        let (stored_format, next): (Option<String>, i64) = tx
+            .prepare_cached("SELECT format, next_seq FROM sessions WHERE id = ?1")
+            .and_then(|mut s| s.query_row([session_id], |row| Ok((row.get(0)?, row.get(1)?))))
+            .map_err(backend_error("read session"))?;
+        let chat = is_chat_session(&tx, session_id)?;
+        if let Some(stored) = parse_format(stored_format, context_id)? {
+            if !is_chat_format(stored) || !is_chat_format(format) {
+                return Err(StoreError::FormatMismatch {
+                    context_id: context_id.to_owned(),
+                    stored: stored.name(),
+                    appended: format.name(),
+                });
+            }
+            if !chat {
+                return Err(holds_items(context_id));
+            }
+        }
+        if next != expected {
+            return Err(StoreError::Conflict {
+                context_id: context_id.to_owned(),
+                expected: expected_len,
+                actual: to_u64(next, context_id, "message count")?,
+            });
+        }
+        if !chat {
+            tx.prepare_cached("INSERT INTO chat_sessions (session_id) VALUES (?1)")
+                .and_then(|mut s| s.execute([session_id]))
+                .map_err(backend_error("create chat session"))?;
+        }
+        if let Some(envelope) = envelope {
+            tx.prepare_cached(
+                "UPDATE chat_sessions SET items_key = ?2, envelope = ?3 WHERE session_id = ?1",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    session_id,
+                    envelope.items_key(),
+                    envelope.to_json()
+                ])
+            })
+            .map_err(backend_error("store chat envelope"))?;
+        }
+        for (offset, message) in messages.iter().enumerate() {
+            let hash = blob_hash(message.raw.as_bytes());
+            index_receipt(
+                &tx,
+                session_id,
+                context_id,
+                &message.id,
+                &hash,
+                message.raw.as_bytes(),
+            )?;
+            let seq = expected + to_i64(offset as u64, "message count")?;
+            tx.prepare_cached(
+                "INSERT INTO chat_messages (session_id, seq, message_id, hash) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .and_then(|mut s| s.execute(params![session_id, seq, message.id, &hash[..]]))
+            .map_err(backend_error("store chat message"))?;
+        }
+        let new_next = expected + to_i64(messages.len() as u64, "message count")?;
+        tx.prepare_cached("UPDATE sessions SET format = ?2, next_seq = ?3 WHERE id = ?1")
+            .and_then(|mut s| s.execute(params![session_id, format.name(), new_next]))
+            .map_err(backend_error("advance chat session"))?;
+        tx.commit().map_err(backend_error("commit chat append"))?;
+        to_u64(new_next, context_id, "message count")
+    }
+
+    fn chat_transcript(&mut self, context_id: &str) -> Result<Option<ChatTranscript>, StoreError> {
+        // One read transaction: the envelope and the messages of the same moment.
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .map_err(backend_error("begin chat read"))?;
+        let head: Option<ChatHead> = tx
+            .prepare_cached(
+                "SELECT s.id, s.format, s.next_seq, c.items_key, c.envelope
+                 FROM sessions s JOIN chat_sessions c ON c.session_id = s.id
+                 WHERE s.context_id = ?1",
+            )
+            .and_then(|mut s| {
+                s.query_row([context_id], |row| {
+                    Ok((
+                        row.get(0)?,
+                        row.get(1)?,
+                        row.get(2)?,
+                        row.get(3)?,
+                        row.get(4)?,
+                    ))
+                })
+                .optional()
+            })
+            .map_err(backend_error("read chat session"))?;
+        let Some((session_id, format, next, items_key, envelope)) = head else {
+            return Ok(None);
+        };
+        let corrupt = |message: String| StoreError::Corrupt {
+            context_id: context_id.to_owned(),
+            message,
+        };
+        let format = parse_format(format, context_id)?
+            .ok_or_else(|| corrupt("a chat session without a format".into()))?;
+        let envelope = match (envelope, items_key) {
+            (Some(text), Some(key)) => Some(
+                ChatEnvelope::from_json(&text, &key)
+                    .map_err(|e| corrupt(format!("chat envelope: {e}")))?,
+            ),
+            (None, _) => None,
+            (Some(_), None) => return Err(corrupt("a chat envelope without its items key".into())),
+        };
+        let mut messages = Vec::new();
+        {
+            let mut stmt = tx
+                .prepare_cached(
+                    "SELECT m.seq, m.message_id, b.bytes FROM chat_messages m
+                     JOIN blobs b ON b.hash = m.hash
+                     WHERE m.session_id = ?1 ORDER BY m.seq",
+                )
+                .map_err(backend_error("read chat messages"))?;
+            let rows = stmt
+                .query_map([session_id], |row| {
+                    Ok((
+                        row.get::<_, i64>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, Vec<u8>>(2)?,
+                    ))
+                })
+                .map_err(backend_error("read chat messages"))?;
+            for (n, row) in rows.enumerate() {
+                let (seq, id, bytes) = row.map_err(backend_error("read chat messages"))?;
+                if seq != n as i64 {
+                    return Err(corrupt(format!(
+                        "chat message {n} is missing (found {seq})"
+                    )));
+                }
+                let raw = String::from_utf8(bytes)
+                    .map_err(|_| corrupt(format!("chat message {id:?} is not UTF-8")))?;
+                messages.push(ChatMessage { id, raw });
+            }
+        }
+        tx.commit().map_err(backend_error("end chat read"))?;
+        if messages.len() as i64 != next {
+            return Err(corrupt(format!(
+                "the session counts {next} messages but holds {}",
+                messages.len()
+            )));
+        }
+        Ok(Some(ChatTranscript {
+            format,
+            envelope,
+            messages,
+        }))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_version_1_database_gets_chat_sessions_and_keeps_its_sessions() {
+        let db = crate::testing::sqlite();
+        let crate::Location::Sqlite(path) = &db.location else {
+            unreachable!("a SQLite test database")
+        };
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let conn = Connection::open(path).unwrap();
+        let mut old = SqliteStore {
+            conn,
+            path: path.clone(),
+        };
+        old.migrate_with(&MIGRATIONS[..1]).unwrap();
+        let trace = r#"{"id": "e1", "type": "set_var", "timestamp": 1, "key": "x", "value": 1}"#;
+        let items = ctxgc_core::frontend::events::lower_events(trace, &Default::default()).unwrap();
+        old.append("events", Format::Events, 0, &items).unwrap();
+        drop(old);
+
+        let mut store = SqliteStore::open(path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        assert_eq!(store.items("events", 0).unwrap(), items);
+        let chat = r#"{"model": "m", "messages": [{"role": "user", "content": "hi"}]}"#;
+        let appended =
+            ctxgc_core::store::chat::append_chat(&mut store, "chat", chat, &Default::default())
+                .unwrap();
+        assert_eq!(appended.ids, ["m0"]);
+        let transcript = store.chat_transcript("chat").unwrap().unwrap();
+        assert_eq!(
+            transcript.text(),
+            r#"{"model":"m","messages":[{"role": "user", "content": "hi"}]}"#
+        );
+    }
 
     #[test]
     fn an_older_database_gets_only_the_newer_migrations() {
@@ -610,13 +845,14 @@ mod tests {
             .unwrap();
         let next = [
             MIGRATIONS[0],
+            MIGRATIONS[1],
             (
-                2,
+                3,
                 "CREATE TABLE added_in_2 (x INTEGER); INSERT INTO added_in_2 VALUES (7);",
             ),
         ];
         store.migrate_with(&next).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 2);
+        assert_eq!(store.schema_version().unwrap(), 3);
         // Applied once: running the list again must not insert a second row.
         store.migrate_with(&next).unwrap();
         let rows: i64 = store
@@ -628,9 +864,9 @@ mod tests {
             store.state("scope", "key").unwrap().as_deref(),
             Some(&b"kept across the upgrade"[..])
         );
-        // This build (version 1) now refuses the upgraded database.
+        // This build (version 2) now refuses the upgraded database.
         drop(store);
         let err = SqliteStore::open(path).unwrap_err();
-        assert!(err.to_string().contains("schema version 2"), "{err}");
+        assert!(err.to_string().contains("schema version 3"), "{err}");
     }
 }

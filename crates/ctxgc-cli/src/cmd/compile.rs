@@ -67,10 +67,16 @@ pub fn run(args: CompileArgs) -> Result<(), Failure> {
     }
     let text = read_input(args.file.as_ref())?;
     let compiled = ctxgc_core::compile(&text, &options)?;
+    print_compiled(&compiled, args.json, args.dry_run)
+}
+
+/// Prints a compiled input the way `ctxgc compile` does: warnings on stderr, then the plan
+/// (`dry_run`), the JSON report (`json`) or the output.
+pub fn print_compiled(compiled: &Compiled, json: bool, dry_run: bool) -> Result<(), Failure> {
     for w in &compiled.warnings {
         eprintln!("ctxgc: warning: {w}");
     }
-    if args.dry_run {
+    if dry_run {
         let plan = json!({
             "format": compiled.format,
             "tokens_before": compiled.tokens_before,
@@ -78,7 +84,7 @@ pub fn run(args: CompileArgs) -> Result<(), Failure> {
             "decisions": compiled.decisions,
         });
         print_pretty(&plan)?;
-    } else if args.json && !compiled.records.is_empty() {
+    } else if json && !compiled.records.is_empty() {
         // One report per record and line, like the input.
         for record in &compiled.records {
             let mut value = chat_json(&record.compiled)?;
@@ -88,8 +94,8 @@ pub fn run(args: CompileArgs) -> Result<(), Failure> {
             }
             emit(&format!("{value}\n"))?;
         }
-    } else if args.json {
-        print_pretty(&chat_json(&compiled)?)?;
+    } else if json {
+        print_pretty(&chat_json(compiled)?)?;
     } else if compiled.format == Format::Events || compiled.output.ends_with('\n') {
         emit(&compiled.output)?;
     } else {

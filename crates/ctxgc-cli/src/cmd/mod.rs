@@ -11,4 +11,5 @@ pub mod proxy;
 pub mod receipt;
 pub mod report;
 pub mod session;
+pub mod session_chat;
 pub mod trim;

@@ -28,8 +28,19 @@ pub fn run(args: ReceiptArgs) -> Result<(), Failure> {
     let options = args.options.to_options()?;
     let text = read_input(Some(&args.file))?;
     let (raw, decision) = ctxgc_core::receipt(&text, &options, &args.id)?;
-    if args.json {
-        let out = json!({"id": args.id, "original": raw, "decision": decision});
+    print_receipt(&args.id, &raw, &decision, args.json)
+}
+
+/// Prints an original as `ctxgc receipt` does: its exact bytes on stdout and the decision on
+/// stderr, or one JSON object with both.
+pub fn print_receipt(
+    id: &str,
+    raw: &str,
+    decision: &ctxgc_core::Decision,
+    json: bool,
+) -> Result<(), Failure> {
+    if json {
+        let out = json!({"id": id, "original": raw, "decision": decision});
         println!(
             "{}",
             serde_json::to_string_pretty(&out).map_err(|e| Failure::Input(e.to_string()))?

@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ctxgc_core::projection::{Report, render_html};
+use ctxgc_core::projection::Report;
+use ctxgc_report::projection::render_html;
 
 use super::learn::{LearnFlags, load_runs, title_of, write_file};
 use crate::Failure;

@@ -10,11 +10,13 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use ctxgc_core::compile::report_events;
 use ctxgc_core::frontend::lower_conversations;
+use ctxgc_core::store::chat::is_chat_format;
 use ctxgc_core::store::{StoreError, StoredSession};
 use ctxgc_core::{Compiled, Format, Options, Session};
 use ctxgc_store::{AnyStore, Location, Store};
 use serde_json::json;
 
+use super::session_chat;
 use crate::Failure;
 use crate::input::{CompileOptions, read_input};
 
@@ -32,7 +34,8 @@ pub struct SessionArgs {
 /// The `ctxgc session` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum SessionCommand {
-    /// Append a trace's items to a stored session (created by its first append).
+    /// Append a trace's items, or a chat request's messages and envelope, to a stored session
+    /// (created by its first append).
     Append(AppendArgs),
     /// Compile a stored session: the same output as `ctxgc compile` of the whole trace.
     Compile(SessionCompileArgs),
@@ -56,7 +59,10 @@ pub struct DbArg {
 pub struct AppendArgs {
     /// The session's id.
     pub context_id: String,
-    /// The trace or transcript whose items to append (stdin when absent or `-`).
+    /// The trace whose items to append, or the chat request (OpenAI, Anthropic or Responses
+    /// document, bare message list, or conversation record) whose messages to append: its
+    /// envelope (system prompt, tools, other fields) replaces the stored one (stdin when
+    /// absent or `-`).
     pub file: Option<PathBuf>,
     /// Append only if the session holds exactly this many items; otherwise fail with exit
     /// code 3 (another writer appended first) instead of appending after them.
@@ -124,7 +130,8 @@ pub fn run(args: SessionArgs) -> Result<(), Failure> {
     }
 }
 
-fn store_failure(err: StoreError) -> Failure {
+/// A store error as the CLI reports it (a conflict exits with code 3).
+pub(crate) fn store_failure(err: StoreError) -> Failure {
     match err {
         StoreError::Conflict { .. } => Failure::Conflict(err.to_string()),
         other => Failure::Input(other.to_string()),
@@ -136,12 +143,14 @@ fn open_store(db: &DbArg) -> Result<AnyStore, Failure> {
     ctxgc_store::open(&location).map_err(|e| Failure::Input(format!("{location}: {e}")))
 }
 
-/// The empty session a stored session of `format` is compiled with. Only event traces are
-/// stored for now: a chat is compiled together with its document's envelope, which a stored
-/// session does not keep yet, so a chat is refused before anything is written.
+/// The empty session a stored session of `format` is compiled with. Event traces are stored
+/// item by item; chats are stored as transcripts (see `session_chat`).
 fn template(format: Format, options: &Options) -> Result<Session, Failure> {
     match format {
-        Format::Events => Ok(Session::new(options.retention.clone())),
+        Format::Events => Ok(Session::with_passes(
+            options.retention.clone(),
+            ctxgc_core::passes::event_pipeline_with(options.projection_config()),
+        )),
         other => Err(Failure::Input(format!(
             "stored sessions hold event traces for now; {} input cannot be appended to one yet",
             other.name()
@@ -202,6 +211,16 @@ fn append(args: AppendArgs) -> Result<(), Failure> {
         }
     };
     let format = conversation.format;
+    if is_chat_format(format) {
+        let mut store = open_store(&args.db)?;
+        return session_chat::append(
+            &mut store,
+            &args.context_id,
+            &conversation.raw,
+            &options,
+            args.expect_seq,
+        );
+    }
     let count = conversation.items.len();
     let mut stored = StoredSession::open(
         open_store(&args.db)?,
@@ -240,6 +259,9 @@ fn append(args: AppendArgs) -> Result<(), Failure> {
 
 fn compile(args: SessionCompileArgs) -> Result<(), Failure> {
     let options = args.options.to_options()?;
+    if let Some(chat) = session_chat::transcript(&mut open_store(&args.db)?, &args.context_id)? {
+        return session_chat::compile(&chat, &options, args.json, args.dry_run);
+    }
     let (mut stored, format) = open_existing(&args.context_id, &args.db, &options)?;
     stored.compile().map_err(store_failure)?;
     let compiled = report(format, stored.session(), &options)?;
@@ -264,6 +286,9 @@ fn compile(args: SessionCompileArgs) -> Result<(), Failure> {
 
 fn receipt(args: SessionReceiptArgs) -> Result<(), Failure> {
     let options = args.options.to_options()?;
+    if let Some(chat) = session_chat::transcript(&mut open_store(&args.db)?, &args.context_id)? {
+        return session_chat::receipt(&chat, &options, &args.id, args.json);
+    }
     let (mut stored, _) = open_existing(&args.context_id, &args.db, &options)?;
     stored.compile().map_err(store_failure)?;
     let raw = stored

@@ -23,7 +23,7 @@ use crate::compile::{Compiled, Options, receipts_for};
 use crate::error::Error;
 use crate::frontend::records::{Record, lower_records};
 use crate::ir::{Format, Kind};
-use crate::passes::chat_pipeline;
+use crate::passes::chat_pipeline_with;
 use crate::plan::{Action, Decision, Reason};
 use crate::render::messages::{self, RenderedChat, Source};
 use crate::session::Session;
@@ -195,7 +195,10 @@ fn config_of(options: &Options) -> ChatConfig {
 
 /// Runs the chat pipeline over a lowered document.
 pub fn session_of(doc: &ChatDoc, config: &ChatConfig, options: &Options) -> Result<Session, Error> {
-    let mut session = Session::with_passes(options.retention.clone(), chat_pipeline(config));
+    let mut session = Session::with_passes(
+        options.retention.clone(),
+        chat_pipeline_with(config, options.projection_config()),
+    );
     if let Some(model) = &options.chat.cache {
         session.enable_cache_stable(crate::session::CacheModel {
             tokenizer: options.tokenizer,

@@ -24,6 +24,7 @@ pub mod dead_branch;
 pub mod duplicate_calls;
 pub mod duplicate_results;
 pub mod fold_text;
+pub mod projection;
 pub mod repeated_runs;
 pub mod replaced_notes;
 pub mod replaced_register;
@@ -126,6 +127,8 @@ pub enum AnyPass {
     CompactJson(compact_json::CompactJson),
     /// [`state_blocks::StateBlocks`]
     StateBlock(state_blocks::StateBlocks),
+    /// [`projection::ProjectionPass`]
+    Projection(projection::ProjectionPass),
 }
 
 macro_rules! dispatch {
@@ -148,6 +151,7 @@ macro_rules! dispatch {
             AnyPass::FoldText($p) => $e,
             AnyPass::CompactJson($p) => $e,
             AnyPass::StateBlock($p) => $e,
+            AnyPass::Projection($p) => $e,
         }
     };
 }
@@ -169,7 +173,13 @@ impl Pass for AnyPass {
 
 /// The default pipeline for event traces, in order: structural passes first.
 pub fn event_pipeline() -> Vec<AnyPass> {
-    vec![
+    event_pipeline_with(None)
+}
+
+/// The event pipeline, with a projection trimming tool outputs last (an output another pass
+/// retires is not trimmed).
+pub fn event_pipeline_with(projection: Option<projection::ProjectionConfig>) -> Vec<AnyPass> {
+    let mut passes = vec![
         AnyPass::DeadBranch(Default::default()),
         AnyPass::Cycle(Default::default()),
         AnyPass::SupersededVar(Default::default()),
@@ -178,7 +188,11 @@ pub fn event_pipeline() -> Vec<AnyPass> {
         AnyPass::RepeatedRun(Default::default()),
         AnyPass::ResolvedError(Default::default()),
         AnyPass::ReplacedNote(Default::default()),
-    ]
+    ];
+    if let Some(config) = projection {
+        passes.push(AnyPass::Projection(projection::ProjectionPass::new(config)));
+    }
+    passes
 }
 
 /// The chat pipeline for a configuration (see [`crate::chat::Preset`]): one [`chat::ChatPasses`]
@@ -186,16 +200,34 @@ pub fn event_pipeline() -> Vec<AnyPass> {
 /// sample-rows, fold-text, compact-json and state-block. Passes the preset turns off are
 /// configured to claim nothing.
 pub fn chat_pipeline(config: &crate::chat::ChatConfig) -> Vec<AnyPass> {
-    vec![AnyPass::Chat(chat::ChatPasses::new(vec![
+    chat_pipeline_with(config, None)
+}
+
+/// The chat pipeline, with a projection trimming tool outputs right after duplicate-result
+/// (a stubbed duplicate is not trimmed; a trimmed output is not sampled, folded or
+/// re-encoded again).
+pub fn chat_pipeline_with(
+    config: &crate::chat::ChatConfig,
+    projection: Option<projection::ProjectionConfig>,
+) -> Vec<AnyPass> {
+    let mut passes = vec![
         AnyPass::SupersededFact(superseded_facts::SupersededFacts::new(config)),
         AnyPass::Register(Default::default()),
         AnyPass::SupersededRead(superseded_reads::SupersededReads::new(config.clone())),
         AnyPass::DuplicateResult(duplicate_results::DuplicateResults::new(config.clone())),
+    ];
+    if let Some(projection) = projection {
+        passes.push(AnyPass::Projection(projection::ProjectionPass::new(
+            projection,
+        )));
+    }
+    passes.extend([
         AnyPass::SampleRows(sample_rows::SampleRows::new(config.clone())),
         AnyPass::FoldText(fold_text::FoldText::new(config.clone())),
         AnyPass::CompactJson(compact_json::CompactJson::new(config.clone())),
         AnyPass::StateBlock(state_blocks::StateBlocks::new(config.clone())),
-    ]))]
+    ]);
+    vec![AnyPass::Chat(chat::ChatPasses::new(passes))]
 }
 
 /// The chat pipeline of a preset, with every other chat option at its default.
@@ -236,6 +268,7 @@ pub fn docs() -> Vec<&'static PassDoc> {
         &fold_text::DOC,
         &compact_json::DOC,
         &state_blocks::DOC,
+        &projection::DOC,
         &chat::DOC,
     ]
 }

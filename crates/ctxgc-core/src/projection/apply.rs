@@ -168,8 +168,22 @@ fn grouped(hidden: &[String]) -> Vec<String> {
 ///            r#"[hidden: insurance, address.{zip,city} — expand ref "qmvtkrzoab"]"#);
 /// ```
 pub fn footer(reference: &str, hidden: &[String]) -> String {
+    format!(
+        "[hidden: {} — expand ref \"{reference}\"]",
+        hidden_list(hidden)
+    )
+}
+
+/// What a footer says was hidden: grouped fields (at most 25 named, the rest counted), or
+/// `the whole output`.
+///
+/// ```
+/// use ctxgc_core::projection::apply::hidden_list;
+/// assert_eq!(hidden_list(&["address.zip".into(), "address.city".into()]), "address.{zip,city}");
+/// ```
+pub fn hidden_list(hidden: &[String]) -> String {
     if hidden.len() == 1 && hidden[0] == OPAQUE_FIELD {
-        return format!("[hidden: the whole output — expand ref \"{reference}\"]");
+        return "the whole output".to_owned();
     }
     let groups = grouped(hidden);
     let mut listed: Vec<&str> = groups.iter().take(MAX_LISTED).map(String::as_str).collect();
@@ -178,10 +192,7 @@ pub fn footer(reference: &str, hidden: &[String]) -> String {
     if more > 0 {
         listed.push(&more_text);
     }
-    format!(
-        "[hidden: {} — expand ref \"{reference}\"]",
-        listed.join(", ")
-    )
+    listed.join(", ")
 }
 
 /// `address.{zip,city}` → `address.zip`, `address.city` (the footer's grouped form).
@@ -394,6 +405,28 @@ impl Projection {
 
     /// As [`Projection::apply`], for an output the provider flagged as an error (or not).
     pub fn apply_flagged(&self, tool: &str, output: &str, is_error: bool) -> Trimmed {
+        self.apply_with_footer(tool, output, is_error, &footer)
+    }
+
+    /// As [`Projection::apply_flagged`], with the footer line written by `footer_of(reference,
+    /// hidden)`: a compiler pass names its own way back (or none) instead of an `expand`
+    /// reference. Whether hiding is worth it is judged with that footer.
+    ///
+    /// ```
+    /// use ctxgc_core::projection::Projection;
+    /// let p = Projection::from_json(r#"{"ctxgc_projection": 1, "rules": {"min_saving_tokens": 0},
+    ///     "tools": {"get": {"drop": [{"field": "notes"}]}}}"#).unwrap();
+    /// let raw = r#"{"id": "A1", "notes": "a long note that nobody reads again, about how the parcel was wrapped, weighed and labelled twice"}"#;
+    /// let trimmed = p.apply_with_footer("get", raw, false, &|_, hidden| format!("[hidden: {}]", hidden.join(", ")));
+    /// assert_eq!(trimmed.text, "{\"id\":\"A1\"}\n[hidden: notes]");
+    /// ```
+    pub fn apply_with_footer(
+        &self,
+        tool: &str,
+        output: &str,
+        is_error: bool,
+        footer_of: &dyn Fn(&str, &[String]) -> String,
+    ) -> Trimmed {
         let parsed = fields::parse_output(output);
         let compact = self.lossless(compact_output(&parsed, output), &parsed);
         let as_given = |outcome, why| Trimmed {
@@ -458,7 +491,7 @@ impl Projection {
                 )
             }
         };
-        let foot = footer(&reference, &hidden);
+        let foot = footer_of(&reference, &hidden);
         let text = if body.is_empty() {
             foot
         } else {

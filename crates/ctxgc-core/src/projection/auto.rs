@@ -51,7 +51,7 @@
 //! [`AutoTrim::done_tool`] (`ctxgc_done`, whose `answer` argument goes to [`AutoTrim::done`])
 //! next to the upstream tools; pass every upstream result through [`AutoTrim::output`];
 //! answer `expand` with [`AutoTrim::expand`] (its error text is written for the agent);
-//! show [`AutoTrim::report`] through [`super::report::render_html`].
+//! show [`AutoTrim::report`] as a page with the `ctxgc-report` crate.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -14,7 +14,7 @@
 //! - [`apply`]: [`Projection::apply`] trims an output, with a footer naming what was hidden
 //!   and a receipt so that [`apply::expand`] gives the originals back exactly;
 //! - [`mod@measure`]: leave-one-out tokens removed and misses;
-//! - [`report`]: report data and a self-contained HTML page;
+//! - [`report`]: the telemetry report, as data (the `ctxgc-report` crate renders it as a page);
 //! - [`auto`]: [`AutoTrim`], the automatic mode (observe, learn, trim, back off), for a
 //!   proxy or an agent loop.
 //!
@@ -56,6 +56,6 @@ pub use auto::{AutoConfig, AutoTrim};
 pub use counts::Counts;
 pub use learn::{LearnOptions, Projection};
 pub use measure::{Measurement, measure};
-pub use report::{Report, render_html};
+pub use report::Report;
 pub use trace::Run;
 pub use usage::UsageOptions;

@@ -98,6 +98,28 @@ pub fn event_line(item: &Item) -> String {
     line
 }
 
+/// The line of item `i` as sent: a rewritten tool result carries its new output.
+fn rewritten_line(session: &Session, i: usize) -> String {
+    let item = &session.items()[i];
+    let plan = session.plan_of(i);
+    let rewrite = plan
+        .verdict
+        .as_ref()
+        .filter(|v| v.action == Action::Rewrite)
+        .and_then(|v| v.rewrites.iter().find(|r| r.block == 0));
+    match (&item.kind, rewrite) {
+        (Kind::ToolResult(out), Some(rewrite)) => {
+            let mut sent = item.clone();
+            sent.kind = Kind::ToolResult(crate::ir::ToolOutput {
+                output: serde_json::Value::String(rewrite.text.clone()),
+                ..out.clone()
+            });
+            event_line(&sent)
+        }
+        _ => event_line(item),
+    }
+}
+
 /// Words for a reason in a stub, given the ids that justify it.
 fn reason_phrase(reason: Reason, by: &[String]) -> String {
     let by = by.join(" ");
@@ -166,7 +188,7 @@ pub fn render(session: &Session) -> Rendered {
     let mut lines = Vec::with_capacity(slots.len());
     for slot in slots {
         match slot {
-            Slot::Line(i) => lines.push(event_line(&items[i])),
+            Slot::Line(i) => lines.push(rewritten_line(session, i)),
             Slot::Stub(gs) => {
                 let count: usize = gs.iter().map(|&g| groups[g].2.len()).sum();
                 let parts: Vec<String> = gs

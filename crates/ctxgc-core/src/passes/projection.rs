@@ -1,0 +1,191 @@
+//! `projection`: trims tool outputs with a learned or reviewed projection, on arrival.
+//!
+//! **What.** A projection (the file `ctxgc learn` writes, reviewed or not) names, per tool,
+//! fields of its outputs that the agent never uses. Each tool output — a `tool_result` event
+//! answering a `tool_call`, or a tool result block of a chat message — whose tool the
+//! projection trims is re-serialised without those fields, with one footer line saying what
+//! was hidden: `[hidden: created_at, flights[].origin]`. When the model has a recall tool
+//! (`--expand-tool`), the footer also says how to get the original back through it; without
+//! one it names no reference, since nobody could redeem it. The original is the item's receipt.
+//!
+//! **Why it is safe.** The projection is the operator's statement of what the agent does not
+//! need, learned from the agent's own runs and open to review; identifying fields (ids, names,
+//! titles) are always kept, error outputs are never trimmed, and an output is only trimmed
+//! when that saves at least the projection's `min_saving_tokens` (footer included). The
+//! decision depends only on the output and its tool, so it is made once, on arrival, and never
+//! changes. Outputs of `--keep-tool` tools and of the recall tool are never touched.
+//!
+//! **Example.**
+//! ```text
+//! before: [t2] result of t1: {"reservation_id": "ZFA04Y", "created_at": "2024-05-01T10:00:00", "flights": [...]}
+//! after:  [t2] result of t1: {"reservation_id":"ZFA04Y","flights":[...]}
+//!           [hidden: created_at, flights[].origin]
+//! ```
+//!
+//! **Code.** `projection`.
+
+use rustc_hash::FxHashMap as HashMap;
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Cx, Pass, PassDoc};
+use crate::chat::pairing::{Pairing, results_of};
+use crate::ir::{Kind, plain_value};
+use crate::plan::{Action, BlockRewrite, Reason, Verdict};
+use crate::projection::Projection;
+use crate::projection::apply::{Outcome, hidden_list};
+
+/// This pass's doc.
+pub static DOC: PassDoc = PassDoc {
+    codes: &[Reason::Projection],
+    summary: "trims tool outputs with a learned or reviewed projection, on arrival",
+    doc: include_str!("projection.rs"),
+};
+
+/// The projection and how trimmed outputs point back to their originals.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProjectionConfig {
+    /// The projection.
+    pub projection: Projection,
+    /// The tool the model can call to get an original back by item id; stubs name a
+    /// reference only when it is set.
+    pub recall_tool: Option<String>,
+    /// Tools whose outputs are never trimmed (names or globs with `*` and `?`).
+    pub keep_tools: Vec<String>,
+}
+
+impl ProjectionConfig {
+    fn protected(&self, tool: &str) -> bool {
+        self.recall_tool.as_deref() == Some(tool)
+            || self
+                .keep_tools
+                .iter()
+                .any(|pattern| crate::chat::glob_match(pattern, tool))
+    }
+
+    /// The footer of an output of item `id` that hid `hidden`.
+    fn footer(&self, id: &str, hidden: &[String]) -> String {
+        match &self.recall_tool {
+            Some(tool) => format!(
+                "[hidden: {} — call {tool} with id \"{id}\" for the full output]",
+                hidden_list(hidden)
+            ),
+            None => format!("[hidden: {}]", hidden_list(hidden)),
+        }
+    }
+}
+
+/// State: the tools of calls seen so far (events), call pairing (chats), and the rewrites
+/// decided on arrival.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProjectionPass {
+    config: ProjectionConfig,
+    /// Event traces: the tool of each `tool_call` event, by call id.
+    event_calls: std::collections::BTreeMap<String, String>,
+    pairing: Pairing,
+    #[serde(with = "crate::chat::position_map")]
+    rewrites: HashMap<usize, (Vec<BlockRewrite>, Vec<String>)>,
+}
+
+impl ProjectionPass {
+    /// The pass, configured.
+    pub fn new(config: ProjectionConfig) -> Self {
+        ProjectionPass {
+            config,
+            event_calls: Default::default(),
+            pairing: Pairing::default(),
+            rewrites: HashMap::default(),
+        }
+    }
+
+    /// Trims one output of `tool` in item `id`; `None` when nothing is hidden.
+    fn trim(&self, id: &str, tool: &str, text: &str, is_error: bool) -> Option<(String, String)> {
+        if self.config.protected(tool) {
+            return None;
+        }
+        let footer = |_: &str, hidden: &[String]| self.config.footer(id, hidden);
+        let trimmed = self
+            .config
+            .projection
+            .apply_with_footer(tool, text, is_error, &footer);
+        (trimmed.outcome == Outcome::Trimmed).then(|| {
+            let note = format!(
+                "{tool}: hid {} value{} ({})",
+                trimmed.hidden_values,
+                if trimmed.hidden_values == 1 { "" } else { "s" },
+                hidden_list(&trimmed.hidden)
+            );
+            (trimmed.text, note)
+        })
+    }
+}
+
+/// The text of an event's output: a string as it is, any other value as compact JSON.
+fn output_text(output: &Value) -> String {
+    match output {
+        Value::String(s) => s.clone(),
+        other => plain_value(other),
+    }
+}
+
+impl Pass for ProjectionPass {
+    fn doc(&self) -> &'static PassDoc {
+        &DOC
+    }
+
+    fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, _changed: &[usize]) -> Vec<usize> {
+        for i in new {
+            let item = &cx.items[i];
+            match &item.kind {
+                Kind::ToolCall(call) => {
+                    self.event_calls
+                        .insert(call.call_id.clone(), call.name.clone());
+                }
+                Kind::ToolResult(out) => {
+                    let Some(tool) = self.event_calls.get(&out.call_id) else {
+                        continue;
+                    };
+                    let text = output_text(&out.output);
+                    if let Some((text, note)) = self.trim(&item.id, tool, &text, out.is_error) {
+                        self.rewrites
+                            .insert(i, (vec![BlockRewrite { block: 0, text }], vec![note]));
+                    }
+                }
+                Kind::Message(_) => {
+                    self.pairing.add(i, item);
+                    let mut claims = (Vec::new(), Vec::new());
+                    for r in results_of(&self.pairing, i, item) {
+                        let Some(text) = &r.text else { continue };
+                        if let Some((text, note)) =
+                            self.trim(&item.id, &r.call.name, text, r.is_error())
+                        {
+                            claims.0.push(BlockRewrite {
+                                block: r.slot.block,
+                                text,
+                            });
+                            claims.1.push(note);
+                        }
+                    }
+                    if !claims.0.is_empty() {
+                        self.rewrites.insert(i, claims);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Vec::new()
+    }
+
+    fn verdict(&self, _cx: &Cx<'_>, i: usize) -> Option<Verdict> {
+        let (rewrites, notes) = self.rewrites.get(&i)?;
+        Some(Verdict {
+            action: Action::Rewrite,
+            reason: Reason::Projection,
+            by: Vec::new(),
+            rewrites: rewrites.clone(),
+            note: Some(notes.join("; ")),
+        })
+    }
+}

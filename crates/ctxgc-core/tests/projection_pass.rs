@@ -1,0 +1,213 @@
+//! `--projection` as a compiler pass, on the public corpus: a projection learned from some
+//! conversations trims the tool outputs of others on arrival, in chats and in the same
+//! conversations written as event traces; every trimmed output is a `projection` rewrite with
+//! a receipt giving its exact original back; stubs name a way back only through a recall tool.
+
+use std::path::PathBuf;
+
+use ctxgc_core::frontend::lower_conversations;
+use ctxgc_core::ir::{Block, Kind};
+use ctxgc_core::projection::counts::observe_run;
+use ctxgc_core::projection::measure::MeasureOptions;
+use ctxgc_core::projection::{Counts, Projection, Run};
+use ctxgc_core::{Action, Options, Reason, compile, receipt};
+use serde_json::{Value, json};
+
+fn corpus(name: &str) -> Option<String> {
+    let dir = std::env::var_os("CTXGC_CORPUS").map_or_else(
+        || {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../../shared/corpus"
+            ))
+        },
+        PathBuf::from,
+    );
+    match std::fs::read_to_string(dir.join(name)) {
+        Ok(text) => Some(text),
+        Err(_) => {
+            eprintln!(
+                "note: no corpus at {} (set CTXGC_CORPUS); skipped",
+                dir.display()
+            );
+            None
+        }
+    }
+}
+
+/// A projection learned from the first `learn_from` records, and the next records as lines.
+fn learned(text: &str, learn_from: usize, held_out: usize) -> (Projection, Vec<String>) {
+    let conversations = lower_conversations(text, &Options::default()).expect("corpus lowers");
+    let options = MeasureOptions::default();
+    let observed: Vec<Counts> = conversations[..learn_from]
+        .iter()
+        .map(|c| {
+            observe_run(
+                &Run::from_items(c.id.clone(), &c.items),
+                &options.usage,
+                options.tokenizer,
+            )
+            .counts
+        })
+        .collect();
+    let projection = Projection::learn(
+        &Counts::sum(observed.iter()),
+        &options.learn,
+        options.tokenizer,
+    );
+    let lines = conversations[learn_from..learn_from + held_out]
+        .iter()
+        .map(|c| c.raw.clone())
+        .collect();
+    (projection, lines)
+}
+
+fn with_projection(projection: &Projection, recall: Option<&str>) -> Options {
+    let mut options = Options {
+        projection: Some(projection.clone()),
+        ..Default::default()
+    };
+    options.chat.expand_tool = recall.map(str::to_owned);
+    options
+}
+
+#[test]
+fn a_learned_projection_trims_chat_tool_outputs_on_arrival_with_receipts() {
+    let Some(text) = corpus("tau-bench-airline-gpt4o.jsonl") else {
+        return;
+    };
+    let (projection, held_out) = learned(&text, 60, 20);
+    let mut trimmed = 0;
+    for line in &held_out {
+        let plain = compile(line, &Options::default()).expect("compiles");
+        for recall in [None, Some("recall")] {
+            let options = with_projection(&projection, recall);
+            let out = compile(line, &options).expect("compiles with the projection");
+            let report = out.records[0]
+                .compiled
+                .chat
+                .as_ref()
+                .expect("a chat report");
+            assert!(
+                report.validation.ok,
+                "{:?}",
+                report.validation.new_violations
+            );
+            assert!(out.tokens_after <= out.tokens_before);
+            assert_eq!(plain.records.len(), out.records.len());
+            for d in out
+                .decisions
+                .iter()
+                .filter(|d| d.reason == Some(Reason::Projection))
+            {
+                assert_eq!(d.action, Action::Rewrite);
+                trimmed += 1;
+                // The receipt is the message exactly as it came.
+                let r = out
+                    .receipts
+                    .iter()
+                    .find(|r| r.id == d.id)
+                    .expect("a receipt");
+                let (original, decision) = receipt(line, &options, &d.id).expect("receipt");
+                assert_eq!(decision.reason, Some(Reason::Projection));
+                assert_eq!(
+                    r.hash,
+                    blake3::hash(original.as_bytes()).to_hex().to_string()
+                );
+                assert!(
+                    line.contains(&original),
+                    "the original is the input's own bytes"
+                );
+            }
+            // Stubs: a reference only through the recall tool, never `expand ref`.
+            assert!(
+                !out.output.contains("expand ref"),
+                "no marker nobody can redeem"
+            );
+            let stubs = out.output.matches("[hidden: ").count();
+            let with_recall = out.output.matches("— call recall with id ").count();
+            match recall {
+                None => assert_eq!(with_recall, 0),
+                Some(_) => assert_eq!(with_recall, stubs),
+            }
+        }
+    }
+    assert!(trimmed > 0, "the projection trims some held-out output");
+}
+
+/// A corpus conversation written as an event trace: each tool call and result as events.
+fn as_event_trace(line: &str) -> String {
+    let conversations = lower_conversations(line, &Options::default()).expect("lowers");
+    let mut events = Vec::new();
+    let mut ts = 0;
+    // Provider call ids can repeat over a conversation: each result answers the latest call.
+    let mut call_event = std::collections::BTreeMap::new();
+    for item in &conversations[0].items {
+        let Kind::Message(m) = &item.kind else {
+            continue;
+        };
+        for block in &m.blocks {
+            ts += 1;
+            match block {
+                Block::ToolCall(call) => {
+                    call_event.insert(call.call_id.clone(), format!("c{ts}"));
+                    events.push(json!({"id": format!("c{ts}"), "type": "tool_call", "timestamp": ts, "tool_name": call.name, "arguments": call.arguments}));
+                }
+                Block::ToolResult(out) => {
+                    let Some(call) = call_event.get(&out.call_id) else { continue };
+                    events.push(json!({"id": format!("r{ts}"), "type": "tool_result", "timestamp": ts, "call_id": call, "result": out.output}));
+                }
+                Block::Text { text } if !text.is_empty() => events.push(json!({"id": format!("n{ts}"), "type": "decision", "timestamp": ts, "content": text})),
+                _ => {}
+            }
+        }
+    }
+    events.iter().map(|e| format!("{e}\n")).collect()
+}
+
+#[test]
+fn the_same_projection_trims_event_traces_and_the_prompt_shows_the_trimmed_output() {
+    let Some(text) = corpus("tau-bench-airline-gpt4o.jsonl") else {
+        return;
+    };
+    let (projection, held_out) = learned(&text, 60, 20);
+    let mut trimmed = 0;
+    for line in &held_out {
+        let trace = as_event_trace(line);
+        let plain = compile(&trace, &Options::default()).expect("the trace compiles");
+        let options = with_projection(&projection, None);
+        let out = compile(&trace, &options).expect("compiles with the projection");
+        assert!(out.tokens_after <= plain.tokens_after);
+        for d in out
+            .decisions
+            .iter()
+            .filter(|d| d.reason == Some(Reason::Projection))
+        {
+            trimmed += 1;
+            assert_eq!(d.action, Action::Rewrite);
+            let (original, _) = receipt(&trace, &options, &d.id).unwrap();
+            let event: Value = serde_json::from_str(&original).unwrap();
+            assert_eq!(event["id"], d.id.as_str());
+            // The prompt line of the event carries the trimmed output and its footer.
+            let line = out
+                .output
+                .lines()
+                .position(|l| l.starts_with(&format!("[{}] result of ", d.id)))
+                .expect("the trimmed result is sent");
+            let rest: String = out
+                .output
+                .lines()
+                .skip(line)
+                .take(3)
+                .collect::<Vec<_>>()
+                .join("\n");
+            assert!(rest.contains("[hidden: "), "{rest}");
+        }
+        assert_eq!(
+            compile(&trace, &options).unwrap().output,
+            out.output,
+            "deterministic"
+        );
+    }
+    assert!(trimmed > 0, "the projection trims some event output");
+}
