@@ -10,10 +10,11 @@ use ctxgc_core::projection::counts::observe_run;
 use ctxgc_core::projection::measure::MeasureOptions;
 use ctxgc_core::projection::{
     AutoTrim as CoreAutoTrim, Counts, LearnOptions, Projection as CoreProjection, Report, Run,
-    UsageOptions, render_html,
+    UsageOptions,
 };
 use ctxgc_core::store::Store;
 use ctxgc_core::{Options, Tokenizer};
+use ctxgc_report::projection::render_html;
 use ctxgc_store::{AnyStore, Location};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
