@@ -115,7 +115,7 @@ fn receipt_gives_back_the_original_bytes() {
         .nth(1)
         .unwrap()
         .to_owned();
-    assert_eq!(stdout(&out), format!("{line}\n"));
+    assert_eq!(stdout(&out), line);
     assert!(stderr(&out).contains("superseded-var"));
     let kept = ctxgc(&["receipt", "--json", &example(), "e12"]);
     let v: serde_json::Value = serde_json::from_slice(&kept.stdout).expect("json");

@@ -89,6 +89,19 @@ pub enum StoreError {
         /// The receipt id.
         id: String,
     },
+    /// A receipt's bytes no longer match the blake3 hash they were stored under: the database
+    /// was damaged or edited. The bytes are not returned.
+    #[error(
+        "session {context_id:?}: receipt {id:?} is corrupt: its bytes no longer match the blake3 hash {hash} they were stored under"
+    )]
+    ReceiptCorrupt {
+        /// The session.
+        context_id: String,
+        /// The receipt id (or the hash, when read by hash).
+        id: String,
+        /// The hash it was stored under.
+        hash: String,
+    },
     /// What the store holds cannot be read back (a damaged or foreign database).
     #[error("session {context_id:?}: stored data is unreadable: {message}")]
     Corrupt {

@@ -305,6 +305,27 @@ fn blob_hash(bytes: &[u8]) -> [u8; 32] {
     *blake3::hash(bytes).as_bytes()
 }
 
+/// Checks receipt bytes read back against the hash they were stored under: a damaged or
+/// edited database must not hand out other bytes as an original.
+fn verified_receipt(
+    context_id: &str,
+    id: &str,
+    hash: &[u8],
+    bytes: Vec<u8>,
+) -> Result<Vec<u8>, StoreError> {
+    if blob_hash(&bytes)[..] == *hash {
+        Ok(bytes)
+    } else {
+        Err(StoreError::ReceiptCorrupt {
+            context_id: context_id.to_owned(),
+            id: id.to_owned(),
+            hash: blake3::Hash::from_slice(hash)
+                .map(|h| h.to_hex().to_string())
+                .unwrap_or_else(|_| format!("{hash:02x?}")),
+        })
+    }
+}
+
 /// Lowercase hex of a hash, as [`ctxgc_core::store::content_hash`] writes it.
 fn hex(hash: &[u8; 32]) -> String {
     blake3::Hash::from_bytes(*hash).to_hex().to_string()

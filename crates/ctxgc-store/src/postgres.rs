@@ -16,7 +16,7 @@ use ctxgc_core::{Format, Item};
 use postgres::{Client, NoTls, Statement};
 
 use crate::codec;
-use crate::{blob_hash, hash_from_hex, hex};
+use crate::{blob_hash, hash_from_hex, hex, verified_receipt};
 
 const BACKEND: &str = "postgres";
 
@@ -91,7 +91,36 @@ pub const SCHEMA_VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
 fn backend_error(operation: &str) -> impl FnOnce(postgres::Error) -> StoreError + '_ {
     move |e| StoreError::Backend {
         backend: BACKEND,
-        message: format!("{operation}: {e}"),
+        message: format!("{operation}: {}", describe(&e)),
+    }
+}
+
+/// What the server said, in full: the driver's own `Display` of a server error is only
+/// "db error", which leaves an operator guessing.
+///
+/// With a server error: `ERROR 23505: duplicate key value ... (detail: ...; hint: ...)`;
+/// otherwise the driver's message and its cause.
+pub fn describe(e: &postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let mut out = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
+        let mut extra = Vec::new();
+        if let Some(detail) = db.detail() {
+            extra.push(format!("detail: {detail}"));
+        }
+        if let Some(hint) = db.hint() {
+            extra.push(format!("hint: {hint}"));
+        }
+        if let Some(table) = db.table() {
+            extra.push(format!("table: {table}"));
+        }
+        if !extra.is_empty() {
+            out.push_str(&format!(" ({})", extra.join("; ")));
+        }
+        return out;
+    }
+    match std::error::Error::source(e) {
+        Some(cause) if !e.to_string().contains(&cause.to_string()) => format!("{e}: {cause}"),
+        _ => e.to_string(),
     }
 }
 
@@ -642,22 +671,27 @@ impl Store for PostgresStore {
         let row = self
             .client
             .query_opt(
-                "SELECT b.bytes FROM receipts r
+                "SELECT r.hash, b.bytes FROM receipts r
                  JOIN sessions s ON s.id = r.session_id
                  JOIN blobs b ON b.hash = r.hash
                  WHERE s.context_id = $1 AND r.receipt_id = $2",
                 &[&context_id, &id],
             )
             .map_err(backend_error("read receipt"))?;
-        row.map(|row| column(&row, 0, "read receipt")).transpose()
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let hash: Vec<u8> = column(&row, 0, "read receipt")?;
+        let bytes: Vec<u8> = column(&row, 1, "read receipt")?;
+        verified_receipt(context_id, id, &hash, bytes).map(Some)
     }
 
     fn receipt_by_hash(
         &mut self,
         context_id: &str,
-        hash: &str,
+        hash_text: &str,
     ) -> Result<Option<Vec<u8>>, StoreError> {
-        let Some(hash) = hash_from_hex(hash) else {
+        let Some(hash) = hash_from_hex(hash_text) else {
             return Ok(None);
         };
         self.ensure_connected()?;
@@ -670,7 +704,11 @@ impl Store for PostgresStore {
                 &[&context_id, &&hash[..]],
             )
             .map_err(backend_error("read receipt"))?;
-        row.map(|row| column(&row, 0, "read receipt")).transpose()
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let bytes: Vec<u8> = column(&row, 0, "read receipt")?;
+        verified_receipt(context_id, hash_text, &hash, bytes).map(Some)
     }
 
     fn put_state(&mut self, scope: &str, key: &str, value: &[u8]) -> Result<(), StoreError> {

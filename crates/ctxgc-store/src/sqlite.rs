@@ -16,7 +16,7 @@ use ctxgc_core::{Format, Item};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::codec;
-use crate::{blob_hash, hash_from_hex, hex};
+use crate::{blob_hash, hash_from_hex, hex, verified_receipt};
 
 /// How long a writer waits for another process's transaction before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -89,9 +89,21 @@ const MIGRATIONS: &[(i64, &str)] = &[
 pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
 
 fn backend_error(operation: &str) -> impl FnOnce(rusqlite::Error) -> StoreError + '_ {
-    move |e| StoreError::Backend {
-        backend: BACKEND,
-        message: format!("{operation}: {e}"),
+    move |e| {
+        let read_only = matches!(
+            &e,
+            rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ReadOnly
+        );
+        StoreError::Backend {
+            backend: BACKEND,
+            message: if read_only {
+                format!(
+                    "{operation}: the database is read-only (the file is not writable, so it was opened for reading only): {e}"
+                )
+            } else {
+                format!("{operation}: {e}")
+            },
+        }
     }
 }
 
@@ -165,6 +177,12 @@ impl SqliteStore {
             })?;
         }
         let what = format!("open {}", path.display());
+        // A database file marked read-only is still readable: it is opened for reading only
+        // (no WAL switch, no migration), and every write reports that it is read-only.
+        let read_only = std::fs::metadata(&path).is_ok_and(|m| m.permissions().readonly());
+        if read_only {
+            return Self::open_read_only(path);
+        }
         let conn = Connection::open(&path).map_err(backend_error(&what))?;
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(backend_error(&what))?;
@@ -180,6 +198,27 @@ impl SqliteStore {
             .map_err(backend_error(&what))?;
         let mut store = SqliteStore { conn, path };
         store.migrate()?;
+        Ok(store)
+    }
+
+    fn open_read_only(path: PathBuf) -> Result<Self, StoreError> {
+        let what = format!("open {} (read-only)", path.display());
+        let flags =
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&path, flags).map_err(backend_error(&what))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(backend_error(&what))?;
+        let store = SqliteStore { conn, path };
+        let latest = MIGRATIONS.last().map_or(0, |(v, _)| *v);
+        let version = store.schema_version()?;
+        if version != latest {
+            return Err(StoreError::Backend {
+                backend: BACKEND,
+                message: format!(
+                    "{what}: the database is at schema version {version}, this build needs {latest}, and a read-only file cannot be migrated"
+                ),
+            });
+        }
         Ok(store)
     }
 
@@ -574,26 +613,33 @@ impl Store for SqliteStore {
     }
 
     fn receipt(&mut self, context_id: &str, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        self.conn
+        let row: Option<(Vec<u8>, Vec<u8>)> = self
+            .conn
             .prepare_cached(
-                "SELECT b.bytes FROM receipts r
+                "SELECT r.hash, b.bytes FROM receipts r
                  JOIN sessions s ON s.id = r.session_id
                  JOIN blobs b ON b.hash = r.hash
                  WHERE s.context_id = ?1 AND r.receipt_id = ?2",
             )
-            .and_then(|mut s| s.query_row([context_id, id], |row| row.get(0)).optional())
-            .map_err(backend_error("read receipt"))
+            .and_then(|mut s| {
+                s.query_row([context_id, id], |row| Ok((row.get(0)?, row.get(1)?)))
+                    .optional()
+            })
+            .map_err(backend_error("read receipt"))?;
+        row.map(|(hash, bytes)| verified_receipt(context_id, id, &hash, bytes))
+            .transpose()
     }
 
     fn receipt_by_hash(
         &mut self,
         context_id: &str,
-        hash: &str,
+        hash_text: &str,
     ) -> Result<Option<Vec<u8>>, StoreError> {
-        let Some(hash) = hash_from_hex(hash) else {
+        let Some(hash) = hash_from_hex(hash_text) else {
             return Ok(None);
         };
-        self.conn
+        let bytes: Option<Vec<u8>> = self
+            .conn
             .prepare_cached(
                 "SELECT b.bytes FROM blobs b WHERE b.hash = ?2 AND EXISTS (
                    SELECT 1 FROM receipts r JOIN sessions s ON s.id = r.session_id
@@ -603,7 +649,10 @@ impl Store for SqliteStore {
                 s.query_row(params![context_id, &hash[..]], |row| row.get(0))
                     .optional()
             })
-            .map_err(backend_error("read receipt"))
+            .map_err(backend_error("read receipt"))?;
+        bytes
+            .map(|b| verified_receipt(context_id, hash_text, &hash, b))
+            .transpose()
     }
 
     fn put_state(&mut self, scope: &str, key: &str, value: &[u8]) -> Result<(), StoreError> {

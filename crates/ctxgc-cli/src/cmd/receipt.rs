@@ -47,8 +47,10 @@ pub fn print_receipt(
         );
     } else {
         let mut stdout = std::io::stdout().lock();
+        // The original's bytes exactly, nothing added: piping them to a file gives the item
+        // back as it was.
         stdout.write_all(raw.as_bytes())?;
-        stdout.write_all(b"\n")?;
+        stdout.flush()?;
         eprintln!(
             "{}",
             serde_json::to_string(&decision).map_err(|e| Failure::Input(e.to_string()))?

@@ -58,6 +58,7 @@ pub struct DbArg {
 #[derive(Debug, Args)]
 pub struct AppendArgs {
     /// The session's id.
+    #[arg(value_parser = session_id)]
     pub context_id: String,
     /// The trace whose items to append, or the chat request (OpenAI, Anthropic or Responses
     /// document, bare message list, or conversation record) whose messages to append: its
@@ -81,6 +82,7 @@ pub struct AppendArgs {
 #[derive(Debug, Args)]
 pub struct SessionCompileArgs {
     /// The session's id.
+    #[arg(value_parser = session_id)]
     pub context_id: String,
     /// Print one JSON object: output, tokens, decisions, receipts.
     #[arg(long)]
@@ -98,6 +100,7 @@ pub struct SessionCompileArgs {
 #[derive(Debug, Args)]
 pub struct SessionReceiptArgs {
     /// The session's id.
+    #[arg(value_parser = session_id)]
     pub context_id: String,
     /// The item's (or receipt's) id.
     pub id: String,
@@ -310,8 +313,9 @@ fn receipt(args: SessionReceiptArgs) -> Result<(), Failure> {
         println!("{}", pretty(&out)?);
     } else {
         let mut stdout = std::io::stdout().lock();
+        // The original's bytes exactly, nothing added.
         stdout.write_all(&raw)?;
-        stdout.write_all(b"\n")?;
+        stdout.flush()?;
         if let Some(decision) = decision {
             eprintln!(
                 "{}",
@@ -330,10 +334,36 @@ fn list(args: ListArgs) -> Result<(), Failure> {
     } else {
         for s in sessions {
             let format = s.format.map_or("-", Format::name);
-            println!("{}\t{format}\t{} items", s.context_id, s.items);
+            println!("{}\t{format}\t{} items", escape_id(&s.context_id), s.items);
         }
     }
     Ok(())
+}
+
+/// An id as one tab-separated field: backslash, tab, newline and other control characters
+/// escaped, so a line is always one session.
+fn escape_id(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for c in id.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Refuses an empty (or blank) session id on the command line.
+fn session_id(value: &str) -> Result<String, String> {
+    if value.trim().is_empty() {
+        Err("a session id must not be empty".to_owned())
+    } else {
+        Ok(value.to_owned())
+    }
 }
 
 /// Pretty JSON, as `ctxgc compile --json` prints it.
