@@ -46,14 +46,18 @@ for (const button of document.querySelectorAll("button.tab")) {
 }
 
 function showTab(name) {
+  showTabLoaded(name).catch(showError);
+}
+
+async function showTabLoaded(name) {
   for (const button of document.querySelectorAll("button.tab")) {
     button.classList.toggle("active", button.dataset.tab === name);
   }
   for (const panel of document.querySelectorAll("section.panel")) {
     panel.hidden = panel.id !== name;
   }
-  if (name === "sessions") loadSessions().catch(showError);
-  if (name === "reports") loadReports().catch(showError);
+  if (name === "sessions") await loadSessions();
+  if (name === "reports") await loadReports();
 }
 
 function showError(err) {
@@ -248,6 +252,8 @@ async function showSession(id) {
   const answer = await api("/api/sessions/" + encodeURIComponent(id) + "?" + query.toString());
   renderView(answer.compiled, { items: $("session-items"), output: $("session-output"), summary: $("session-summary") }, id);
   $("session-result").hidden = false;
+  document.body.dataset.session = id;
+  return answer.compiled;
 }
 
 // Reports.
@@ -270,7 +276,8 @@ async function loadReports() {
   }
 }
 
-// Start: examples, then what the address asks for (?example=NAME&preset=P&receipt=first).
+// Start: examples, then what the address asks for (?example=NAME&preset=P&receipt=first,
+// ?session=ID&receipt=first, ?tab=sessions|reports).
 async function start() {
   await loadExamples();
   if (params.get("preset")) $("preset").value = params.get("preset");
@@ -281,7 +288,14 @@ async function start() {
     const view = await compile();
     if (params.get("receipt") === "first" && view.receipts.length) await openReceipt(view.receipts[0], null);
   }
-  if (params.get("tab")) showTab(params.get("tab"));
+  const session = params.get("session");
+  if (session) {
+    await showTabLoaded("sessions");
+    const view = await showSession(session);
+    if (params.get("receipt") === "first" && view.receipts.length) await openReceipt(view.receipts[0], session);
+  } else if (params.get("tab")) {
+    await showTabLoaded(params.get("tab"));
+  }
   document.body.dataset.ready = "true";
 }
 

@@ -3,11 +3,10 @@
 
 mod common;
 
-use common::{Server, read, repo_file};
+use common::{Server, fill, read, repo_file};
 use ctxgc_console::{ConsoleOptions, StoreHandle};
-use ctxgc_core::store::chat::{ChatAppend, append_chat};
-use ctxgc_core::store::{MemoryStore, Store, StoredSession, content_hash};
-use ctxgc_core::{Format, Options, Session};
+use ctxgc_core::Options;
+use ctxgc_core::store::{MemoryStore, content_hash};
 use serde_json::Value;
 
 fn client() -> reqwest::Client {
@@ -285,29 +284,6 @@ fn bad_uploads_get_a_clear_message_naming_the_problem() {
 
     let (status, answer) = get(&server, "/api/nothing-here");
     assert_eq!((status, problem(&answer).0), (404, "not-found"), "{answer}");
-}
-
-/// One events session and one chat session in `store`.
-fn fill<S: Store>(store: &mut S) {
-    let items = ctxgc_core::frontend::events::lower_events(
-        &read("examples/coding-session.jsonl"),
-        &Default::default(),
-    )
-    .unwrap();
-    let template = Session::with_passes(
-        Default::default(),
-        ctxgc_core::passes::event_pipeline_with(None),
-    );
-    let mut stored = StoredSession::open(&mut *store, "coding", template).unwrap();
-    stored.append(Format::Events, items).unwrap();
-    drop(stored);
-    append_chat(
-        store,
-        "support",
-        &read("examples/support-session.json"),
-        &ChatAppend::default(),
-    )
-    .unwrap();
 }
 
 #[test]

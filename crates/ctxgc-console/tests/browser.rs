@@ -10,8 +10,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Server;
-use ctxgc_console::ConsoleOptions;
+use common::{Server, fill};
+use ctxgc_console::{ConsoleOptions, StoreHandle};
 use serde_json::Value;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -184,4 +184,62 @@ fn the_console_compiles_an_example_and_opens_a_receipt_in_chromium() {
     if let Some(keep) = std::env::var_os("CTXGC_CONSOLE_SCREENSHOT") {
         std::fs::copy(&screenshot, keep).expect("screenshot copied");
     }
+}
+
+#[test]
+fn a_stored_session_and_its_receipt_from_the_store_in_chromium() {
+    if !Path::new(CHROMIUM).exists() {
+        if std::env::var_os("CTXGC_REQUIRE_SERVICES").is_some_and(|v| v == "1") {
+            panic!("{CHROMIUM} is required (CTXGC_REQUIRE_SERVICES=1): apt-get install chromium");
+        }
+        eprintln!(
+            "note: {CHROMIUM} is absent (apt-get install chromium); skipping the browser test"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let location = ctxgc_store::Location::Sqlite(dir.path().join("ctxgc.db"));
+    let mut store = ctxgc_store::open(&location).unwrap();
+    fill(&mut store);
+    let server = Server::start(
+        ConsoleOptions::default(),
+        Some(StoreHandle::new(store, &location)),
+    );
+    let answer: Value = server.runtime.block_on(async {
+        reqwest::get(server.url("/api/sessions/coding"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    });
+    let first = &answer["compiled"]["receipts"][0];
+    let receipt_id = first["id"].as_str().expect("the session has receipts");
+    let original = first["original"].as_str().unwrap();
+
+    let run = chromium(
+        &server.url("/?session=coding&receipt=first"),
+        &["--dump-dom".into()],
+    );
+    assert!(
+        run.console.is_empty(),
+        "console messages: {:?}",
+        run.console
+    );
+    let dom = run.stdout;
+    assert!(
+        dom.contains("data-ready=\"true\""),
+        "the page started: {dom}"
+    );
+    assert!(
+        dom.contains("data-session=\"coding\""),
+        "the session is shown"
+    );
+    assert!(dom.contains(&format!("data-receipt=\"{receipt_id}\"")));
+    // The session list names both stored sessions; the receipt's bytes come from the store.
+    assert!(dom.contains(">coding</button>") && dom.contains(">support</button>"));
+    assert!(
+        dom.contains(&as_dom_text(original)),
+        "the stored original is shown"
+    );
 }

@@ -6,6 +6,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use ctxgc_console::{Console, ConsoleOptions, StoreHandle};
+use ctxgc_core::store::chat::{ChatAppend, append_chat};
+use ctxgc_core::store::{Store, StoredSession};
+use ctxgc_core::{Format, Session};
 
 /// A running console; stopped when dropped (its runtime goes with it).
 pub struct Server {
@@ -48,4 +51,27 @@ pub fn repo_file(path: &str) -> PathBuf {
 
 pub fn read(path: &str) -> String {
     std::fs::read_to_string(repo_file(path)).expect("repository file")
+}
+
+/// One events session and one chat session in `store`.
+pub fn fill<S: Store>(store: &mut S) {
+    let items = ctxgc_core::frontend::events::lower_events(
+        &read("examples/coding-session.jsonl"),
+        &Default::default(),
+    )
+    .unwrap();
+    let template = Session::with_passes(
+        Default::default(),
+        ctxgc_core::passes::event_pipeline_with(None),
+    );
+    let mut stored = StoredSession::open(&mut *store, "coding", template).unwrap();
+    stored.append(Format::Events, items).unwrap();
+    drop(stored);
+    append_chat(
+        store,
+        "support",
+        &read("examples/support-session.json"),
+        &ChatAppend::default(),
+    )
+    .unwrap();
 }
