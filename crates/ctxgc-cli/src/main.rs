@@ -50,6 +50,8 @@ enum Command {
     Measure(cmd::measure::MeasureArgs),
     /// Write a telemetry report of tool outputs (HTML page and JSON): what fills the context, what is never used.
     Report(cmd::report::ReportArgs),
+    /// Run a local web console: compile an input and see what was removed, why, and what it saved; browse stored sessions.
+    Serve(cmd::serve::ServeArgs),
 }
 
 /// How a command failed: decides the exit code.
@@ -100,6 +102,7 @@ fn main() -> ExitCode {
         Command::Trim(args) => cmd::trim::run(args),
         Command::Measure(args) => cmd::measure::run(args),
         Command::Report(args) => cmd::report::run(args),
+        Command::Serve(args) => cmd::serve::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

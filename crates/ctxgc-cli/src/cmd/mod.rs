@@ -10,6 +10,7 @@ pub mod measure;
 pub mod proxy;
 pub mod receipt;
 pub mod report;
+pub mod serve;
 pub mod session;
 pub mod session_chat;
 pub mod trim;

@@ -1,0 +1,82 @@
+//! Compiling an uploaded input: the report, every item's original, tokens per preset.
+
+use std::collections::BTreeMap;
+
+use ctxgc_core::chat::ChatConfig;
+use ctxgc_core::chat::compile::{ChatInput, lower_chat_input, record_item_id, session_of};
+use ctxgc_core::compile::{compile_event_session, input_format};
+use ctxgc_core::{Compiled, Counting, Format, Options};
+
+use crate::error::ApiError;
+use crate::options::{PRESETS, apply_preset};
+use crate::view::PresetTokens;
+
+/// One input compiled for the page.
+#[derive(Debug)]
+pub struct Playground {
+    /// The report under the chosen preset.
+    pub compiled: Compiled,
+    /// Every input item's exact original, by the id the report uses.
+    pub originals: BTreeMap<String, String>,
+    /// Tokens under every preset (chats only).
+    pub presets: Vec<PresetTokens>,
+}
+
+/// Compiles `text` under `preset` (already checked), with the originals of every item and
+/// the tokens every other preset would give.
+pub fn compile(text: &str, options: &Options, preset: &str) -> Result<Playground, ApiError> {
+    let compiled = ctxgc_core::compile(text, options)?;
+    let format = compiled.format;
+    let originals = originals(text, options)?;
+    let mut presets = Vec::new();
+    if format != Format::Events {
+        for name in PRESETS {
+            let tokens_after = if name == preset {
+                compiled.tokens_after
+            } else {
+                let mut other = options.clone();
+                other.counting = Counting::Exact;
+                apply_preset(&mut other, name);
+                ctxgc_core::compile(text, &other)?.tokens_after
+            };
+            presets.push(PresetTokens {
+                preset: name,
+                tokens_before: compiled.tokens_before,
+                tokens_after,
+            });
+        }
+    }
+    Ok(Playground {
+        compiled,
+        originals,
+        presets,
+    })
+}
+
+/// Every item's original text by id (`<record id>#<item id>` for conversation records).
+fn originals(text: &str, options: &Options) -> Result<BTreeMap<String, String>, ApiError> {
+    let mut out = BTreeMap::new();
+    if input_format(text, options)? == Format::Events {
+        let session = compile_event_session(text, options)?;
+        for item in session.items() {
+            out.insert(item.id.clone(), item.raw.clone());
+        }
+        return Ok(out);
+    }
+    let config = ChatConfig::resolve(&options.chat, options.tokenizer);
+    let docs = match lower_chat_input(text, options.from)? {
+        ChatInput::Doc(doc) => vec![(None, doc)],
+        ChatInput::Records(records) => records.into_iter().map(|r| (Some(r.id), r.doc)).collect(),
+    };
+    for (record, doc) in docs {
+        let session = session_of(&doc, &config, options)?;
+        for item in session.items() {
+            let id = match &record {
+                Some(r) => record_item_id(r, &item.id),
+                None => item.id.clone(),
+            };
+            out.insert(id, item.raw.clone());
+        }
+    }
+    Ok(out)
+}
