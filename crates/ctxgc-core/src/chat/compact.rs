@@ -136,28 +136,50 @@ impl Default for SafetySignals {
 /// ```
 pub fn words(text: &str) -> Vec<String> {
     let mut out = Vec::new();
+    for_each_word(text, |word| out.push(word.to_owned()));
+    out
+}
+
+/// Calls `visit` with each word of `text`, lower-cased, split as [`words`] splits. One pass
+/// and one reused buffer: a tool output of tens of megabytes is scanned without copying it
+/// into a character array or a list of all its words.
+///
+/// ```
+/// use ctxgc_core::chat::compact::for_each_word;
+/// let mut seen = Vec::new();
+/// for_each_word("HTTPServer failed", |w| seen.push(w.to_owned()));
+/// assert_eq!(seen, ["http", "server", "failed"]);
+/// ```
+pub fn for_each_word(text: &str, mut visit: impl FnMut(&str)) {
     let mut current = String::new();
-    let chars: Vec<char> = text.chars().collect();
-    for (i, &c) in chars.iter().enumerate() {
+    let mut chars = text.chars().peekable();
+    // The character before `c` in the text (alphanumeric whenever `current` is not empty).
+    let mut prev: Option<char> = None;
+    while let Some(c) = chars.next() {
         if !c.is_alphanumeric() {
             if !current.is_empty() {
-                out.push(std::mem::take(&mut current));
+                visit(&current);
+                current.clear();
             }
+            prev = Some(c);
             continue;
         }
-        if c.is_uppercase() && !current.is_empty() {
-            let prev = chars[i - 1];
-            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
-            if prev.is_lowercase() || prev.is_numeric() || (prev.is_uppercase() && next_lower) {
-                out.push(std::mem::take(&mut current));
+        if c.is_uppercase()
+            && !current.is_empty()
+            && let Some(p) = prev
+        {
+            let next_lower = chars.peek().is_some_and(|n| n.is_lowercase());
+            if p.is_lowercase() || p.is_numeric() || (p.is_uppercase() && next_lower) {
+                visit(&current);
+                current.clear();
             }
         }
         current.extend(c.to_lowercase());
+        prev = Some(c);
     }
     if !current.is_empty() {
-        out.push(current);
+        visit(&current);
     }
-    out
 }
 
 impl SafetySignals {
@@ -177,11 +199,11 @@ impl SafetySignals {
     /// The signal words in a text, in order of first appearance.
     pub fn in_text(&self, text: &str) -> Vec<String> {
         let mut found: Vec<String> = Vec::new();
-        for w in words(text) {
-            if self.matches(&w) && !found.contains(&w) {
-                found.push(w);
+        for_each_word(text, |w| {
+            if self.matches(w) && !found.iter().any(|f| f == w) {
+                found.push(w.to_owned());
             }
-        }
+        });
         found
     }
 
@@ -903,6 +925,41 @@ pub fn fold_text(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The split as first written, over a collected character array: the streaming
+    /// [`for_each_word`] must give exactly the same words.
+    fn reference_words(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut current = String::new();
+        let chars: Vec<char> = text.chars().collect();
+        for (i, &c) in chars.iter().enumerate() {
+            if !c.is_alphanumeric() {
+                if !current.is_empty() {
+                    out.push(std::mem::take(&mut current));
+                }
+                continue;
+            }
+            if c.is_uppercase() && !current.is_empty() {
+                let prev = chars[i - 1];
+                let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+                if prev.is_lowercase() || prev.is_numeric() || (prev.is_uppercase() && next_lower) {
+                    out.push(std::mem::take(&mut current));
+                }
+            }
+            current.extend(c.to_lowercase());
+        }
+        if !current.is_empty() {
+            out.push(current);
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn streaming_words_split_as_the_reference(text in "[a-zA-Z0-9_ .:ÉéΩωİß-]{0,40}") {
+            proptest::prop_assert_eq!(words(&text), reference_words(&text));
+        }
+    }
 
     #[test]
     fn words_split_at_humps_and_punctuation() {
