@@ -168,7 +168,9 @@ function renderPresets(presets) {
     return;
   }
   const head = el("tr");
-  for (const h of ["preset", "tokens before", "tokens after", "saved"]) head.appendChild(el("th", null, h));
+  for (const h of ["preset", "tokens before", "tokens after", "saved", "replayed cost", "vs full", "read from cache"]) {
+    head.appendChild(el("th", null, h));
+  }
   table.appendChild(head);
   for (const p of presets) {
     const row = el("tr");
@@ -176,8 +178,22 @@ function renderPresets(presets) {
     row.appendChild(el("td", null, p.tokens_before));
     row.appendChild(el("td", null, p.tokens_after));
     row.appendChild(el("td", null, saved(p.tokens_before, p.tokens_after).replace(/[()]/g, "").trim()));
+    const r = p.replayed;
+    if (r) {
+      row.appendChild(el("td", null, r.cost.toFixed(1)));
+      row.appendChild(el("td", null, r.relative_to_full == null ? "–" : r.relative_to_full.toFixed(3)));
+      row.appendChild(el("td", null, r.cached_share == null ? "–" : (100 * r.cached_share).toFixed(1) + "%"));
+    } else {
+      const cell = el("td", "muted", "not replayable");
+      cell.colSpan = 3;
+      cell.title = p.replay_error || "";
+      row.appendChild(cell);
+    }
     table.appendChild(row);
   }
+  table.prepend(el("caption", "muted",
+    "Replayed cost: one request before each agent turn through a prompt cache, in uncached-input-token units " +
+    "(cache reads 0.1×, writes 1.25×), priced as ctxgc bench prices it."));
 }
 
 function renderRegister(register) {

@@ -14,7 +14,7 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `POST /api/compile?preset=&from=&tokenizer=` | the body is the input; the compiled view |
+//! | `POST /api/compile?preset=&from=&tokenizer=` | the body is the input; the compiled view, tokens and replayed cost per preset |
 //! | `GET /api/passes` | every reason code with its pass's documentation |
 //! | `GET /api/sessions` | the store's sessions |
 //! | `GET /api/sessions/{id}?preset=` | one stored session, compiled |
@@ -46,6 +46,7 @@ use ctxgc_store::{AnyStore, Location};
 
 mod api;
 mod assets;
+mod cost;
 mod error;
 mod examples;
 mod options;
@@ -54,7 +55,7 @@ mod security;
 mod view;
 
 pub use error::ApiError;
-pub use view::{CompileView, ItemView, PresetTokens, ReceiptView};
+pub use view::{CompileView, ItemView, PresetTokens, ReceiptView, ReplayedCost};
 
 /// Default limit on an uploaded input: far above a long agent session, far below a memory
 /// problem.

@@ -494,3 +494,75 @@ fn report_pages_in_the_folder_are_linked_and_nothing_else() {
     });
     assert!(repo_file("examples").is_dir());
 }
+
+/// The replayed cost per preset is what `ctxgc bench` gives for the same input.
+#[test]
+fn replayed_cost_per_preset_is_the_bench_figure() {
+    let server = plain();
+    for path in [
+        "examples/support-session.json",
+        "examples/bench/corpus-sample.jsonl",
+    ] {
+        let text = read(path);
+        let (status, view) = post(&server, "?preset=aggressive", text.clone());
+        assert_eq!(status, 200, "{path}: {view}");
+        let config = ctxgc_bench::BenchConfig {
+            timing: false,
+            ..ctxgc_bench::BenchConfig::default()
+        };
+        let input = ctxgc_bench::InputFile {
+            path: path.to_owned(),
+            text: Ok(text),
+        };
+        let report = ctxgc_bench::run(&[input], &config, &mut |_| {});
+        let bench = |strategy: &str| {
+            report
+                .totals
+                .iter()
+                .find(|s| s.strategy == strategy)
+                .unwrap_or_else(|| panic!("bench has {strategy}"))
+        };
+        let presets = view["presets"].as_array().expect("presets");
+        assert_eq!(presets.len(), 4, "{path}");
+        for (preset, strategy) in [
+            ("lossless", "ctxgc-lossless"),
+            ("default", "ctxgc"),
+            ("aggressive", "ctxgc-aggressive"),
+            ("cache-stable", "ctxgc-cache"),
+        ] {
+            let replayed = &presets
+                .iter()
+                .find(|p| p["preset"] == preset)
+                .unwrap_or_else(|| panic!("{path}: preset {preset} listed"))["replayed"];
+            let expected = bench(strategy);
+            assert!(
+                expected.replay_cost > 0.0,
+                "{path}: {strategy} replays requests"
+            );
+            assert_eq!(
+                replayed["cost"].as_f64(),
+                Some(expected.replay_cost),
+                "{path} {preset}"
+            );
+            assert_eq!(
+                replayed["full_cost"].as_f64(),
+                Some(expected.full_replay_cost),
+                "{path} {preset}"
+            );
+            assert_eq!(
+                replayed["relative_to_full"].as_f64(),
+                expected.replay_relative,
+                "{path} {preset}"
+            );
+            assert_eq!(
+                replayed["cached_share"].as_f64(),
+                expected.cached_share,
+                "{path} {preset}"
+            );
+            assert!(
+                replayed["requests"].as_u64().unwrap_or(0) > 0,
+                "{path} {preset}"
+            );
+        }
+    }
+}
