@@ -269,7 +269,40 @@ async function showSession(id) {
   renderView(answer.compiled, { items: $("session-items"), output: $("session-output"), summary: $("session-summary") }, id);
   $("session-result").hidden = false;
   document.body.dataset.session = id;
+  await showSteps(id, answer.compiled.format);
   return answer.compiled;
+}
+
+// A chat session's growth and its cache-stable compaction steps (event traces take none).
+async function showSteps(id, format) {
+  const target = $("session-steps");
+  target.textContent = "";
+  if (format === "events") return;
+  const steps = await api("/api/sessions/" + encodeURIComponent(id) + "/steps");
+  target.appendChild(el("h2", null, "Growth and compaction steps (cache-stable)"));
+  const s = steps.session;
+  target.appendChild(el("p", "muted", s.messages + " messages: " + s.tokens_before + " tokens stored, " +
+    s.tokens_after + " compiled cache-stable · " + steps.steps.length + " compaction step(s)"));
+  if (!steps.steps.length) return;
+  const table = el("table");
+  const head = el("tr");
+  for (const h of ["at message", "items compacted", "tokens before", "tokens after", "saved per request", "cache misses caused", "estimated net"]) {
+    head.appendChild(el("th", null, h));
+  }
+  table.appendChild(head);
+  for (const step of steps.steps) {
+    const row = el("tr");
+    row.appendChild(el("td", null, step.at));
+    const items = el("td", null, step.items.length + " (" + step.items.join(", ") + ")");
+    row.appendChild(items);
+    row.appendChild(el("td", null, step.tokens_before));
+    row.appendChild(el("td", null, step.tokens_after));
+    row.appendChild(el("td", null, step.tokens_saved));
+    row.appendChild(el("td", null, step.prefix_tokens_invalidated));
+    row.appendChild(el("td", null, step.estimated_net.toFixed(0)));
+    table.appendChild(row);
+  }
+  target.appendChild(table);
 }
 
 // Reports.
