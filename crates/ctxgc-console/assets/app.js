@@ -168,7 +168,9 @@ function renderPresets(presets) {
     return;
   }
   const head = el("tr");
-  for (const h of ["preset", "tokens before", "tokens after", "saved"]) head.appendChild(el("th", null, h));
+  for (const h of ["preset", "tokens before", "tokens after", "saved", "replayed cost", "vs full", "read from cache"]) {
+    head.appendChild(el("th", null, h));
+  }
   table.appendChild(head);
   for (const p of presets) {
     const row = el("tr");
@@ -176,8 +178,22 @@ function renderPresets(presets) {
     row.appendChild(el("td", null, p.tokens_before));
     row.appendChild(el("td", null, p.tokens_after));
     row.appendChild(el("td", null, saved(p.tokens_before, p.tokens_after).replace(/[()]/g, "").trim()));
+    const r = p.replayed;
+    if (r) {
+      row.appendChild(el("td", null, r.cost.toFixed(1)));
+      row.appendChild(el("td", null, r.relative_to_full == null ? "–" : r.relative_to_full.toFixed(3)));
+      row.appendChild(el("td", null, r.cached_share == null ? "–" : (100 * r.cached_share).toFixed(1) + "%"));
+    } else {
+      const cell = el("td", "muted", "not replayable");
+      cell.colSpan = 3;
+      cell.title = p.replay_error || "";
+      row.appendChild(cell);
+    }
     table.appendChild(row);
   }
+  table.prepend(el("caption", "muted",
+    "Replayed cost: one request before each agent turn through a prompt cache, in uncached-input-token units " +
+    "(cache reads 0.1×, writes 1.25×), priced as ctxgc bench prices it."));
 }
 
 function renderRegister(register) {
@@ -253,7 +269,40 @@ async function showSession(id) {
   renderView(answer.compiled, { items: $("session-items"), output: $("session-output"), summary: $("session-summary") }, id);
   $("session-result").hidden = false;
   document.body.dataset.session = id;
+  await showSteps(id, answer.compiled.format);
   return answer.compiled;
+}
+
+// A chat session's growth and its cache-stable compaction steps (event traces take none).
+async function showSteps(id, format) {
+  const target = $("session-steps");
+  target.textContent = "";
+  if (format === "events") return;
+  const steps = await api("/api/sessions/" + encodeURIComponent(id) + "/steps");
+  target.appendChild(el("h2", null, "Growth and compaction steps (cache-stable)"));
+  const s = steps.session;
+  target.appendChild(el("p", "muted", s.messages + " messages: " + s.tokens_before + " tokens stored, " +
+    s.tokens_after + " compiled cache-stable · " + steps.steps.length + " compaction step(s)"));
+  if (!steps.steps.length) return;
+  const table = el("table");
+  const head = el("tr");
+  for (const h of ["at message", "items compacted", "tokens before", "tokens after", "saved per request", "cache misses caused", "estimated net"]) {
+    head.appendChild(el("th", null, h));
+  }
+  table.appendChild(head);
+  for (const step of steps.steps) {
+    const row = el("tr");
+    row.appendChild(el("td", null, step.at));
+    const items = el("td", null, step.items.length + " (" + step.items.join(", ") + ")");
+    row.appendChild(items);
+    row.appendChild(el("td", null, step.tokens_before));
+    row.appendChild(el("td", null, step.tokens_after));
+    row.appendChild(el("td", null, step.tokens_saved));
+    row.appendChild(el("td", null, step.prefix_tokens_invalidated));
+    row.appendChild(el("td", null, step.estimated_net.toFixed(0)));
+    table.appendChild(row);
+  }
+  target.appendChild(table);
 }
 
 // Reports.

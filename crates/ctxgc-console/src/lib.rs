@@ -4,8 +4,8 @@
 //! with a preset, and see the original and the compiled output side by side, every retired
 //! or rewritten item marked with its reason code, the pass's documentation and the receipt's
 //! exact original bytes one click away. A second tab browses the sessions of a store
-//! (SQLite or PostgreSQL) and their receipts; a third links the bench and projection
-//! reports found in a folder.
+//! (SQLite or PostgreSQL), their receipts and compaction steps; a third links the bench and
+//! projection reports found in a folder.
 //!
 //! The page, its script and its style are compiled into the binary: the console works
 //! offline and loads nothing from elsewhere.
@@ -14,10 +14,11 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `POST /api/compile?preset=&from=&tokenizer=` | the body is the input; the compiled view |
+//! | `POST /api/compile?preset=&from=&tokenizer=` | the body is the input; the compiled view, tokens and replayed cost per preset |
 //! | `GET /api/passes` | every reason code with its pass's documentation |
 //! | `GET /api/sessions` | the store's sessions |
 //! | `GET /api/sessions/{id}?preset=` | one stored session, compiled |
+//! | `GET /api/sessions/{id}/steps?tokenizer=` | a stored chat's cache-stable compaction steps |
 //! | `GET /api/receipts/{id}?session=` | a stored receipt's exact bytes |
 //! | `GET /api/examples`, `GET /api/examples/{name}` | the bundled examples |
 //! | `GET /api/reports`, `GET /reports/{name}` | report pages of `--reports DIR` |
@@ -46,6 +47,7 @@ use ctxgc_store::{AnyStore, Location};
 
 mod api;
 mod assets;
+mod cost;
 mod error;
 mod examples;
 mod options;
@@ -54,7 +56,7 @@ mod security;
 mod view;
 
 pub use error::ApiError;
-pub use view::{CompileView, ItemView, PresetTokens, ReceiptView};
+pub use view::{CompileView, ItemView, PresetTokens, ReceiptView, ReplayedCost};
 
 /// Default limit on an uploaded input: far above a long agent session, far below a memory
 /// problem.
@@ -140,6 +142,7 @@ pub fn router(console: Arc<Console>, local: SocketAddr) -> Router {
         .route("/api/passes", get(api::passes::passes))
         .route("/api/sessions", get(api::sessions::list))
         .route("/api/sessions/{id}", get(api::sessions::show))
+        .route("/api/sessions/{id}/steps", get(api::steps::steps))
         .route("/api/receipts/{id}", get(api::sessions::receipt))
         .route("/api/examples", get(api::examples::list))
         .route("/api/examples/{name}", get(api::examples::show))

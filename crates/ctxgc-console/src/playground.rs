@@ -18,7 +18,7 @@ pub struct Playground {
     pub compiled: Compiled,
     /// Every input item's exact original, by the id the report uses.
     pub originals: BTreeMap<String, String>,
-    /// Tokens under every preset (chats only).
+    /// Tokens and replayed cost under every preset (chats only).
     pub presets: Vec<PresetTokens>,
 }
 
@@ -30,7 +30,13 @@ pub fn compile(text: &str, options: &Options, preset: &str) -> Result<Playground
     let originals = originals(text, options)?;
     let mut presets = Vec::new();
     if format != Format::Events {
-        for name in PRESETS {
+        // A replay the bench cannot run does not hide the compile: each preset says why.
+        let costs = crate::cost::replayed_costs(text, options);
+        for (k, name) in PRESETS.into_iter().enumerate() {
+            let (replayed, replay_error) = match &costs {
+                Ok(costs) => (costs.get(k).cloned(), None),
+                Err(error) => (None, Some(error.clone())),
+            };
             let tokens_after = if name == preset {
                 compiled.tokens_after
             } else {
@@ -43,6 +49,8 @@ pub fn compile(text: &str, options: &Options, preset: &str) -> Result<Playground
                 preset: name,
                 tokens_before: compiled.tokens_before,
                 tokens_after,
+                replayed,
+                replay_error,
             });
         }
     }

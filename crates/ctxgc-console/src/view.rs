@@ -7,6 +7,8 @@ use ctxgc_core::chat::compile::{ChatReport, RegisterEntry};
 use ctxgc_core::{Compiled, Decision, Format, Receipt};
 use serde::Serialize;
 
+pub use crate::cost::ReplayedCost;
+
 /// One item of the input: its decision (id, action, reason code, `by`, note) and original.
 #[derive(Debug, Serialize)]
 pub struct ItemView<'a> {
@@ -29,8 +31,8 @@ pub struct ReceiptView<'a> {
     pub original: Option<&'a str>,
 }
 
-/// Tokens of one input under one preset.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// Tokens and replayed cost of one input under one preset.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PresetTokens {
     /// The preset's name.
     pub preset: &'static str,
@@ -38,6 +40,12 @@ pub struct PresetTokens {
     pub tokens_before: usize,
     /// Tokens of the compiled output.
     pub tokens_after: usize,
+    /// What the input costs replayed turn by turn through a prompt cache, as `ctxgc bench`
+    /// prices it (absent when the bench could not replay the input: `replay_error` says why).
+    pub replayed: Option<ReplayedCost>,
+    /// Why the input could not be replayed (the tokens above are still exact).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay_error: Option<String>,
 }
 
 /// The answer to a compile.
@@ -63,7 +71,8 @@ pub struct CompileView<'a> {
     pub register: &'a [RegisterEntry],
     /// Problems that did not stop compilation.
     pub warnings: Vec<String>,
-    /// Tokens under every preset (chats; presets do not apply to event traces).
+    /// Tokens and replayed cost under every preset (chats; presets do not apply to event
+    /// traces).
     pub presets: &'a [PresetTokens],
     /// Chats: the full report (declarations, orphan check, tokens per payload, validation).
     #[serde(skip_serializing_if = "Option::is_none")]

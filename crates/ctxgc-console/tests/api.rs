@@ -494,3 +494,224 @@ fn report_pages_in_the_folder_are_linked_and_nothing_else() {
     });
     assert!(repo_file("examples").is_dir());
 }
+
+/// The replayed cost per preset is what `ctxgc bench` gives for the same input.
+#[test]
+fn replayed_cost_per_preset_is_the_bench_figure() {
+    let server = plain();
+    for path in [
+        "examples/support-session.json",
+        "examples/bench/corpus-sample.jsonl",
+    ] {
+        let text = read(path);
+        let (status, view) = post(&server, "?preset=aggressive", text.clone());
+        assert_eq!(status, 200, "{path}: {view}");
+        let config = ctxgc_bench::BenchConfig {
+            timing: false,
+            ..ctxgc_bench::BenchConfig::default()
+        };
+        let input = ctxgc_bench::InputFile {
+            path: path.to_owned(),
+            text: Ok(text),
+        };
+        let report = ctxgc_bench::run(&[input], &config, &mut |_| {});
+        let bench = |strategy: &str| {
+            report
+                .totals
+                .iter()
+                .find(|s| s.strategy == strategy)
+                .unwrap_or_else(|| panic!("bench has {strategy}"))
+        };
+        let presets = view["presets"].as_array().expect("presets");
+        assert_eq!(presets.len(), 4, "{path}");
+        for (preset, strategy) in [
+            ("lossless", "ctxgc-lossless"),
+            ("default", "ctxgc"),
+            ("aggressive", "ctxgc-aggressive"),
+            ("cache-stable", "ctxgc-cache"),
+        ] {
+            let replayed = &presets
+                .iter()
+                .find(|p| p["preset"] == preset)
+                .unwrap_or_else(|| panic!("{path}: preset {preset} listed"))["replayed"];
+            let expected = bench(strategy);
+            assert!(
+                expected.replay_cost > 0.0,
+                "{path}: {strategy} replays requests"
+            );
+            assert_eq!(
+                replayed["cost"].as_f64(),
+                Some(expected.replay_cost),
+                "{path} {preset}"
+            );
+            assert_eq!(
+                replayed["full_cost"].as_f64(),
+                Some(expected.full_replay_cost),
+                "{path} {preset}"
+            );
+            assert_eq!(
+                replayed["relative_to_full"].as_f64(),
+                expected.replay_relative,
+                "{path} {preset}"
+            );
+            assert_eq!(
+                replayed["cached_share"].as_f64(),
+                expected.cached_share,
+                "{path} {preset}"
+            );
+            assert!(
+                replayed["requests"].as_u64().unwrap_or(0) > 0,
+                "{path} {preset}"
+            );
+        }
+    }
+}
+
+/// A stored chat's growth and cache-stable compaction steps, from a SQLite store: each step is
+/// the compiler's own, with the tokens of the stored prefix where it was taken.
+#[test]
+fn a_stored_chat_shows_its_compaction_steps_with_tokens_at_each() {
+    use ctxgc_core::store::Store;
+    use ctxgc_core::store::chat::{ChatAppend, append_chat};
+
+    let db = ctxgc_store::testing::sqlite();
+    let mut store = db.open().unwrap();
+    fill(&mut store);
+    // Real conversations from the corpus sample, each stored as a chat session (none of them
+    // runs long enough for a step to pay), and an agent that reads the same log over and over:
+    // every read makes the previous one stale, so cache-stable compilation steps.
+    let sample = read("examples/bench/corpus-sample.jsonl");
+    let mut ids = Vec::new();
+    for (n, line) in sample.lines().filter(|l| !l.trim().is_empty()).enumerate() {
+        let record: Value = serde_json::from_str(line).unwrap();
+        let messages = serde_json::to_string(&record["messages"]).unwrap();
+        let id = format!("sample-{n}");
+        append_chat(&mut store, &id, &messages, &ChatAppend::default()).unwrap();
+        ids.push(id);
+    }
+    append_chat(
+        &mut store,
+        "log-reader",
+        &log_reader_session(24),
+        &ChatAppend::default(),
+    )
+    .unwrap();
+    ids.push("log-reader".to_owned());
+    let mut cache_stable = Options::default();
+    cache_stable.chat.cache = Some(ctxgc_core::session::CacheModel::default());
+    let expected: Vec<(
+        String,
+        ctxgc_core::Compiled,
+        ctxgc_core::store::chat::ChatTranscript,
+    )> = ids
+        .iter()
+        .map(|id| {
+            let transcript = store.chat_transcript(id).unwrap().unwrap();
+            (
+                id.clone(),
+                transcript.compile(&cache_stable).unwrap(),
+                transcript,
+            )
+        })
+        .collect();
+    let server = Server::start(
+        ConsoleOptions::default(),
+        Some(StoreHandle::new(store, &db.location)),
+    );
+    let mut steps_seen = 0;
+    for (id, whole, transcript) in &expected {
+        let (status, answer) = get(&server, &format!("/api/sessions/{id}/steps"));
+        assert_eq!(status, 200, "{id}: {answer}");
+        assert_eq!(
+            answer["session"]["messages"].as_u64(),
+            Some(transcript.messages.len() as u64)
+        );
+        assert_eq!(
+            answer["session"]["tokens_after"].as_u64(),
+            Some(whole.tokens_after as u64),
+            "{id}"
+        );
+        let want = whole
+            .chat
+            .as_ref()
+            .unwrap()
+            .compaction_steps
+            .clone()
+            .unwrap();
+        let got = answer["steps"].as_array().unwrap();
+        assert_eq!(got.len(), want.len(), "{id}");
+        for (step, want) in got.iter().zip(&want) {
+            assert_eq!(step["at"].as_u64(), Some(want.at as u64), "{id}");
+            let items: Vec<&str> = step["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i.as_str().unwrap())
+                .collect();
+            assert_eq!(items, want.items, "{id}");
+            assert_eq!(
+                step["tokens_saved"].as_u64(),
+                Some(want.tokens_saved as u64)
+            );
+            let prefix = ctxgc_core::store::chat::ChatTranscript {
+                messages: transcript.messages[..want.at].to_vec(),
+                ..transcript.clone()
+            };
+            let at = prefix.compile(&cache_stable).unwrap();
+            assert_eq!(
+                step["tokens_before"].as_u64(),
+                Some(at.tokens_before as u64)
+            );
+            assert_eq!(step["tokens_after"].as_u64(), Some(at.tokens_after as u64));
+            assert!(
+                at.tokens_after < at.tokens_before,
+                "{id}: the step compacted"
+            );
+            steps_seen += 1;
+        }
+    }
+    assert!(
+        steps_seen > 1,
+        "the log reader's session takes compaction steps"
+    );
+    // An event trace takes no cache-stable steps; an unknown session is named.
+    let (status, answer) = get(&server, "/api/sessions/coding/steps");
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(problem(&answer).0, "bad-request");
+    assert!(problem(&answer).1.contains("coding"));
+    let (status, answer) = get(&server, "/api/sessions/nope/steps");
+    assert_eq!(status, 404, "{answer}");
+    assert!(problem(&answer).1.contains("nope"));
+    let (status, answer) = get(&server, "/api/sessions/support/steps?preset=aggressive");
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(problem(&answer).0, "bad-query");
+}
+
+/// An agent session that reads the same 200-line log before every answer (each read makes the
+/// previous one stale), as an OpenAI message list.
+fn log_reader_session(turns: usize) -> String {
+    let mut messages =
+        vec![serde_json::json!({"role": "system", "content": "You are an on-call agent."})];
+    for t in 0..turns {
+        let id = format!("call_{t}");
+        messages.push(serde_json::json!({"role": "user", "content": format!("Request {t}: is booking healthy?")}));
+        messages.push(
+            serde_json::json!({"role": "assistant", "content": "", "tool_calls": [{
+            "id": id, "type": "function",
+            "function": {"name": "read_log", "arguments": "{\"service\":\"booking\"}"}}]}),
+        );
+        let log: String = (0..200)
+            .map(|l| {
+                format!(
+                    "line {l}: booking worker {} ok, queue depth {}, revision {t}\n",
+                    l % 7,
+                    (l * t) % 13
+                )
+            })
+            .collect();
+        messages.push(serde_json::json!({"role": "tool", "tool_call_id": id, "content": log}));
+        messages
+            .push(serde_json::json!({"role": "assistant", "content": format!("Checked ({t}).")}));
+    }
+    serde_json::to_string(&messages).unwrap()
+}

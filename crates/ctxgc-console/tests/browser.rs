@@ -243,3 +243,51 @@ fn a_stored_session_and_its_receipt_from_the_store_in_chromium() {
         "the stored original is shown"
     );
 }
+
+#[test]
+fn a_stored_chat_shows_its_growth_and_compaction_steps_in_chromium() {
+    if !Path::new(CHROMIUM).exists() {
+        if std::env::var_os("CTXGC_REQUIRE_SERVICES").is_some_and(|v| v == "1") {
+            panic!("{CHROMIUM} is required (CTXGC_REQUIRE_SERVICES=1): apt-get install chromium");
+        }
+        eprintln!(
+            "note: {CHROMIUM} is absent (apt-get install chromium); skipping the browser test"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let location = ctxgc_store::Location::Sqlite(dir.path().join("ctxgc.db"));
+    let mut store = ctxgc_store::open(&location).unwrap();
+    fill(&mut store);
+    let server = Server::start(
+        ConsoleOptions::default(),
+        Some(StoreHandle::new(store, &location)),
+    );
+    let steps: Value = server.runtime.block_on(async {
+        reqwest::get(server.url("/api/sessions/support/steps"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    });
+    let run = chromium(&server.url("/?session=support"), &["--dump-dom".into()]);
+    assert!(
+        run.console.is_empty(),
+        "console messages: {:?}",
+        run.console
+    );
+    let dom = run.stdout;
+    assert!(dom.contains("data-session=\"support\""), "{dom}");
+    assert!(
+        dom.contains("Growth and compaction steps (cache-stable)"),
+        "{dom}"
+    );
+    let summary = format!(
+        "{} messages: {} tokens stored, {} compiled cache-stable",
+        steps["session"]["messages"],
+        steps["session"]["tokens_before"],
+        steps["session"]["tokens_after"]
+    );
+    assert!(dom.contains(&summary), "{summary} in {dom}");
+}

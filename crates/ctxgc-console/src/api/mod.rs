@@ -12,6 +12,7 @@ pub mod examples;
 pub mod passes;
 pub mod reports;
 pub mod sessions;
+pub mod steps;
 
 /// Any other path: a JSON 404 naming it.
 pub async fn not_found(uri: Uri) -> ApiError {

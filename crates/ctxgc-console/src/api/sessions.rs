@@ -19,7 +19,7 @@ use crate::options::CompileQuery;
 use crate::view::CompileView;
 use crate::{Console, StoreHandle};
 
-fn store_of(console: &Console) -> Result<Arc<StoreHandle>, ApiError> {
+pub(crate) fn store_of(console: &Console) -> Result<Arc<StoreHandle>, ApiError> {
     console.store.clone().ok_or_else(|| {
         ApiError::not_found(
             "no store is open: start the console with --db PATH|URL (or set CTXGC_DB) to browse sessions",
@@ -27,7 +27,7 @@ fn store_of(console: &Console) -> Result<Arc<StoreHandle>, ApiError> {
     })
 }
 
-fn lock(handle: &StoreHandle) -> Result<MutexGuard<'_, AnyStore>, ApiError> {
+pub(crate) fn lock(handle: &StoreHandle) -> Result<MutexGuard<'_, AnyStore>, ApiError> {
     handle
         .store
         .lock()
