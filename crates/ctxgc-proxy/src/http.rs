@@ -281,24 +281,11 @@ pub async fn check_body(State(guard): State<Guard>, request: Request, next: Next
 }
 
 async fn check_token(State(guard): State<Guard>, request: Request, next: Next) -> Response {
-    let from_header = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|h| h.to_str().ok())
-        .and_then(|h| {
-            h.strip_prefix("Bearer ")
-                .or_else(|| h.strip_prefix("bearer "))
-        })
-        .map(str::trim)
-        .map(str::to_owned);
+    let from_header = bearer_token(request.headers());
     // A browser cannot send a header when following a link: the report also takes the token
     // in its query (`/report?token=...`); the MCP endpoint does not.
     let from_query = if request.uri().path() == "/report" {
-        request.uri().query().and_then(|q| {
-            q.split('&')
-                .find_map(|pair| pair.strip_prefix("token="))
-                .map(percent_decode)
-        })
+        request.uri().query().and_then(query_token)
     } else {
         None
     };
@@ -316,37 +303,29 @@ async fn check_token(State(guard): State<Guard>, request: Request, next: Next) -
     }
 }
 
-/// Decodes `%XX` escapes (and `+` as a space) of a query value; malformed escapes stay.
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
-                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                    Some(b) => {
-                        out.push(b);
-                        i += 3;
-                    }
-                    None => {
-                        out.push(b'%');
-                        i += 1;
-                    }
-                }
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+/// The token of an `Authorization: Bearer TOKEN` header, trimmed.
+pub fn bearer_token(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| {
+            h.strip_prefix("Bearer ")
+                .or_else(|| h.strip_prefix("bearer "))
+        })
+        .map(|t| t.trim().to_owned())
+}
+
+/// The `token` parameter of a query string, decoded (`%XX` and `+`), for pages a browser opens
+/// by following a link, which cannot carry a header.
+///
+/// ```
+/// assert_eq!(ctxgc_proxy::http::query_token("a=1&token=a%2Bb+c"), Some("a+b c".to_owned()));
+/// assert_eq!(ctxgc_proxy::http::query_token("a=1"), None);
+/// ```
+pub fn query_token(query: &str) -> Option<String> {
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(name, _)| name == "token")
+        .map(|(_, value)| value.into_owned())
 }
 
 async fn report(State(core): State<Arc<ProxyCore>>) -> Response {
@@ -440,6 +419,9 @@ mod tests {
         assert!(guard.token_matches("t"));
         assert!(!guard.token_matches("t "));
         assert!(!guard.token_matches(""));
-        assert_eq!(percent_decode("a%2Bb+c%zz%4"), "a+b c%zz%4");
+        assert_eq!(
+            query_token("x=1&token=a%2Bb+c%zz%4").as_deref(),
+            Some("a+b c%zz%4")
+        );
     }
 }
