@@ -41,7 +41,7 @@ use crate::session::Session;
 
 pub mod chat;
 
-use chat::{ChatEnvelope, ChatMessage, ChatTranscript, holds_chat, holds_items, is_chat_format};
+use chat::{ChatEnvelope, ChatMessage, ChatTranscript, holds_chat};
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -646,28 +646,17 @@ impl Store for MemoryStore {
         messages: &[ChatMessage],
     ) -> Result<u64, StoreError> {
         let existing = self.sessions.get(context_id);
-        if let Some(stored) = existing.and_then(|s| s.format) {
-            if !is_chat_format(stored) || !is_chat_format(format) {
-                return Err(StoreError::FormatMismatch {
-                    context_id: context_id.to_owned(),
-                    stored: stored.name(),
-                    appended: format.name(),
-                });
-            }
-            if existing.is_some_and(|s| s.chat.is_none()) {
-                return Err(holds_items(context_id));
-            }
-        }
         let actual = existing
             .and_then(|s| s.chat.as_ref())
             .map_or(0, |c| c.messages.len() as u64);
-        if actual != expected_len {
-            return Err(StoreError::Conflict {
-                context_id: context_id.to_owned(),
-                expected: expected_len,
-                actual,
-            });
-        }
+        chat::check_chat_append(
+            context_id,
+            existing.and_then(|s| s.format),
+            existing.is_some_and(|s| s.chat.is_some()),
+            format,
+            actual,
+            expected_len,
+        )?;
         let hashes: Vec<String> = messages
             .iter()
             .map(|m| content_hash(m.raw.as_bytes()))

@@ -9,7 +9,7 @@
 //! with `?options=-csearch_path%3DSCHEMA`.
 
 use ctxgc_core::store::chat::{
-    ChatEnvelope, ChatMessage, ChatTranscript, holds_chat, holds_items, is_chat_format,
+    ChatEnvelope, ChatMessage, ChatTranscript, check_chat_append, holds_chat, is_chat_format,
 };
 use ctxgc_core::store::{SessionInfo, Snapshot, Store, StoreError};
 use ctxgc_core::{Format, Item};
@@ -762,25 +762,14 @@ impl Store for PostgresStore {
         // Locks the session's row: appends to one session queue here.
         let (session_id, stored_format, next) = Self::session_row(&mut tx, statements, context_id)?;
         let chat = Self::is_chat_session(&mut tx, statements, session_id)?;
-        if let Some(stored) = parse_format(stored_format, context_id)? {
-            if !is_chat_format(stored) || !is_chat_format(format) {
-                return Err(StoreError::FormatMismatch {
-                    context_id: context_id.to_owned(),
-                    stored: stored.name(),
-                    appended: format.name(),
-                });
-            }
-            if !chat {
-                return Err(holds_items(context_id));
-            }
-        }
-        if next != expected {
-            return Err(StoreError::Conflict {
-                context_id: context_id.to_owned(),
-                expected: expected_len,
-                actual: to_u64(next, context_id, "message count")?,
-            });
-        }
+        check_chat_append(
+            context_id,
+            parse_format(stored_format, context_id)?,
+            chat,
+            format,
+            to_u64(next, context_id, "message count")?,
+            expected_len,
+        )?;
         if !chat {
             tx.execute(
                 "INSERT INTO chat_sessions (session_id) VALUES ($1)",

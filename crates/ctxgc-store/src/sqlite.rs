@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ctxgc_core::store::chat::{
-    ChatEnvelope, ChatMessage, ChatTranscript, holds_chat, holds_items, is_chat_format,
+    ChatEnvelope, ChatMessage, ChatTranscript, check_chat_append, holds_chat, is_chat_format,
 };
 use ctxgc_core::store::{SessionInfo, Snapshot, Store, StoreError};
 use ctxgc_core::{Format, Item};
@@ -696,25 +696,14 @@ impl Store for SqliteStore {
             .and_then(|mut s| s.query_row([session_id], |row| Ok((row.get(0)?, row.get(1)?))))
             .map_err(backend_error("read session"))?;
         let chat = is_chat_session(&tx, session_id)?;
-        if let Some(stored) = parse_format(stored_format, context_id)? {
-            if !is_chat_format(stored) || !is_chat_format(format) {
-                return Err(StoreError::FormatMismatch {
-                    context_id: context_id.to_owned(),
-                    stored: stored.name(),
-                    appended: format.name(),
-                });
-            }
-            if !chat {
-                return Err(holds_items(context_id));
-            }
-        }
-        if next != expected {
-            return Err(StoreError::Conflict {
-                context_id: context_id.to_owned(),
-                expected: expected_len,
-                actual: to_u64(next, context_id, "message count")?,
-            });
-        }
+        check_chat_append(
+            context_id,
+            parse_format(stored_format, context_id)?,
+            chat,
+            format,
+            to_u64(next, context_id, "message count")?,
+            expected_len,
+        )?;
         if !chat {
             tx.prepare_cached("INSERT INTO chat_sessions (session_id) VALUES (?1)")
                 .and_then(|mut s| s.execute([session_id]))

@@ -61,6 +61,47 @@ pub fn is_chat_format(format: Format) -> bool {
     )
 }
 
+/// What every backend checks before a chat append ([`Store::chat_append`]), on what it read of
+/// the session: a session that holds a format must hold a chat format and be a chat session,
+/// and the caller must have seen all `actual` messages stored so far.
+///
+/// ```
+/// use ctxgc_core::Format;
+/// use ctxgc_core::store::chat::check_chat_append;
+/// assert!(check_chat_append("c", Some(Format::OpenaiChat), true, Format::Anthropic, 2, 2).is_ok());
+/// assert!(check_chat_append("c", Some(Format::Events), false, Format::OpenaiChat, 0, 0).is_err());
+/// assert!(check_chat_append("c", None, false, Format::OpenaiChat, 1, 0).is_err());
+/// ```
+pub fn check_chat_append(
+    context_id: &str,
+    stored: Option<Format>,
+    is_chat_session: bool,
+    appended: Format,
+    actual: u64,
+    expected: u64,
+) -> Result<(), StoreError> {
+    if let Some(stored) = stored {
+        if !is_chat_format(stored) || !is_chat_format(appended) {
+            return Err(StoreError::FormatMismatch {
+                context_id: context_id.to_owned(),
+                stored: stored.name(),
+                appended: appended.name(),
+            });
+        }
+        if !is_chat_session {
+            return Err(holds_items(context_id));
+        }
+    }
+    if actual != expected {
+        return Err(StoreError::Conflict {
+            context_id: context_id.to_owned(),
+            expected,
+            actual,
+        });
+    }
+    Ok(())
+}
+
 /// The error every backend gives for an item append ([`Store::append`]) to a chat session.
 pub fn holds_chat(context_id: &str) -> StoreError {
     StoreError::Rejected {
