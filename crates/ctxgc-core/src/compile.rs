@@ -123,13 +123,35 @@ pub struct Compiled {
     pub records: Vec<crate::chat::compile::RecordCompiled>,
 }
 
-/// Lowers an event trace into a compiled [`Session`].
-pub fn compile_event_session(text: &str, options: &Options) -> Result<Session, Error> {
-    let items = lower_events(text, &options.events)?;
+/// An empty event-trace [`Session`] configured by `options`: retention, the event passes (with
+/// a projection when one is given) and, under `cache-stable`, the prompt-cache model. Every
+/// place that compiles an event trace (a file, a stored session, the console) starts here, so
+/// they all decide alike.
+///
+/// ```
+/// let mut options = ctxgc_core::Options::default();
+/// options.chat.cache = Some(ctxgc_core::session::CacheModel::default());
+/// let session = ctxgc_core::compile::event_session_template(&options);
+/// assert_eq!(session.cache_boundary(), Some(0));
+/// ```
+pub fn event_session_template(options: &Options) -> Session {
     let mut session = Session::with_passes(
         options.retention.clone(),
         crate::passes::event_pipeline_with(options.projection_config()),
     );
+    if let Some(model) = &options.chat.cache {
+        session.enable_cache_stable(crate::session::CacheModel {
+            tokenizer: options.tokenizer,
+            ..model.clone()
+        });
+    }
+    session
+}
+
+/// Lowers an event trace into a compiled [`Session`].
+pub fn compile_event_session(text: &str, options: &Options) -> Result<Session, Error> {
+    let items = lower_events(text, &options.events)?;
+    let mut session = event_session_template(options);
     session.extend(items)?;
     session.compile();
     Ok(session)
@@ -157,11 +179,6 @@ pub fn input_format(text: &str, options: &Options) -> Result<Format, Error> {
 /// ```
 pub fn compile(text: &str, options: &Options) -> Result<Compiled, Error> {
     match input_format(text, options)? {
-        Format::Events if options.chat.cache.is_some() => Err(Error::Usage(
-            "cache-stable compilation applies to message transcripts; an event trace is rendered \
-             as one prompt text with grouped receipts, rebuilt on every compile"
-                .into(),
-        )),
         Format::Events => {
             let session = compile_event_session(text, options)?;
             Ok(report_events_counting(

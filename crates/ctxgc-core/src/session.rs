@@ -45,7 +45,7 @@ impl Default for RetentionPolicy {
 
 mod cache;
 
-pub use cache::{CacheModel, CompactionStep};
+pub use cache::{CacheModel, CompactionStep, DecisionEpoch};
 
 /// The final decision on one item: the verdict in force, and any verdict retention overruled.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -174,10 +174,12 @@ impl Session {
         self.items.extend(items);
         let end = self.items.len();
         self.graph.grow(end);
-        self.protected.reserve(end - start);
-        for i in start..end {
-            self.link(i);
-            self.register_protection(i);
+        // In cache-stable mode an item is linked into the graph and the retention clock when it
+        // is compiled, one at a time (see `compile_cache_stable`): a batch then decides exactly
+        // as the same items appended one by one, and no decision sees an edge or a timestamp
+        // from an item after it.
+        if self.cache.is_none() {
+            self.link_range(start, end);
         }
         self.dead.resize(end, false);
         Ok(())
@@ -252,6 +254,15 @@ impl Session {
             });
         }
         problems
+    }
+
+    /// Links items `start..end` into the sequence graph and the retention clock.
+    fn link_range(&mut self, start: usize, end: usize) {
+        self.protected.reserve(end - start);
+        for i in start..end {
+            self.link(i);
+            self.register_protection(i);
+        }
     }
 
     fn link(&mut self, i: usize) {

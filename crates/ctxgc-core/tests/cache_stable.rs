@@ -145,3 +145,132 @@ proptest! {
         check_prefixes(&session(seed, turns));
     }
 }
+
+/// The TraceGC fixtures bundled with the tests (MIT, see fixtures/tracegc/LICENSE).
+fn tracegc_fixtures() -> Vec<(String, String)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tracegc");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("fixtures folder")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&p).expect("fixture reads"))
+        })
+        .collect()
+}
+
+/// Event traces under cache-stable: appended one event at a time, every rendered prompt is a
+/// byte-identical prefix of the next until a compaction step is taken; batch and live agree.
+#[test]
+fn event_traces_are_prefix_stable_between_steps() {
+    use ctxgc_core::compile::{compile_event_session, event_session_template};
+    use ctxgc_core::frontend::events::{EventOptions, lower_events};
+    use ctxgc_core::render::prompt;
+
+    let mut options = Options::default();
+    options.chat.cache = Some(CacheModel {
+        min_reclaim_tokens: 20,
+        ..CacheModel::default()
+    });
+    let mut total_steps = 0;
+    let mut eager_edits = 0;
+    for (name, text) in tracegc_fixtures() {
+        let items = lower_events(&text, &EventOptions::default()).expect("fixture lowers");
+        let mut live = event_session_template(&options);
+        let mut eager = ctxgc_core::Session::with_passes(
+            options.retention.clone(),
+            ctxgc_core::passes::event_pipeline_with(None),
+        );
+        let mut previous: Option<(String, usize)> = None;
+        let mut previous_eager = String::new();
+        for item in items {
+            live.extend(vec![item.clone()]).expect("appends");
+            live.compile();
+            eager.extend(vec![item]).expect("appends");
+            eager.compile();
+            let now = prompt::render(&live).text;
+            let steps = live.compaction_steps().len();
+            if let Some((before, before_steps)) = &previous
+                && steps == *before_steps
+            {
+                assert!(
+                    now.starts_with(before.as_str()),
+                    "{name}: earlier prompt changed without a step:\n--- before\n{before}\n--- now\n{now}"
+                );
+            }
+            let eager_now = prompt::render(&eager).text;
+            if !eager_now.starts_with(previous_eager.as_str()) {
+                eager_edits += 1;
+            }
+            previous_eager = eager_now;
+            previous = Some((now, steps));
+        }
+        total_steps += live.compaction_steps().len();
+        for step in live.compaction_steps() {
+            assert!(step.estimated_net > 0.0, "{name}: a step that does not pay");
+            assert!(!step.items.is_empty());
+        }
+        // The whole trace compiled at once is the live session's last prompt.
+        let batch = compile_event_session(&text, &options).expect("compiles");
+        assert_eq!(
+            batch.compaction_steps(),
+            live.compaction_steps(),
+            "{name}: batch and live step differently"
+        );
+        assert_eq!(
+            prompt::render(&batch).text,
+            previous.map(|(t, _)| t).unwrap_or_default(),
+            "{name}: batch and live differ"
+        );
+    }
+    assert!(eager_edits > 0, "the eager renderer edits earlier text");
+    assert!(total_steps > 0, "some fixture is worth a compaction step");
+}
+
+/// What a stateless caller sees (the bench, a gateway): every prefix of a TraceGC fixture
+/// compiled on its own under the default cache model; until a compaction step is taken each
+/// prompt extends the last one byte for byte.
+#[test]
+fn stateless_event_prefixes_extend_each_other() {
+    use ctxgc_core::compile::compile_event_session;
+    use ctxgc_core::render::prompt;
+
+    let mut options = Options::default();
+    options.chat.cache = Some(CacheModel::default());
+    for (name, text) in tracegc_fixtures() {
+        let events = match serde_json::from_str::<Value>(&text).expect("fixture is JSON") {
+            Value::Object(mut o) => o.remove("events").expect("an events list"),
+            list => list,
+        };
+        let events = events.as_array().expect("a list").clone();
+        let mut previous = (String::new(), 0);
+        for k in 1..=events.len() {
+            let prefix = Value::Array(events[..k].to_vec()).to_string();
+            let session = compile_event_session(&prefix, &options).expect("prefix compiles");
+            let now = prompt::render(&session).text;
+            let steps = session.compaction_steps().len();
+            assert!(steps >= previous.1, "{name}: steps never disappear");
+            if steps == previous.1 {
+                assert!(
+                    now.starts_with(&previous.0),
+                    "{name}, prefix {k}: earlier prompt changed without a step:\n--- before\n{}\n--- now\n{now}",
+                    previous.0
+                );
+            }
+            // The library's front door gives the same prompt.
+            assert_eq!(
+                ctxgc_core::compile(&prefix, &options)
+                    .expect("compiles")
+                    .output,
+                now
+            );
+            previous = (now, steps);
+        }
+    }
+}

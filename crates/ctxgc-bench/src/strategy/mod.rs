@@ -163,7 +163,7 @@ pub const BUILTIN: &[StrategyInfo] = &[
     StrategyInfo { name: "ctxgc", summary: "ctxgc compile, default configuration", default: true, build: ctxgc::build_default },
     StrategyInfo { name: "ctxgc-lossless", summary: "ctxgc compile --preset lossless: only rewrites that lose nothing and provably dead items", default: true, build: |_, p| ctxgc::configured(p, "ctxgc-lossless", "ctxgc compile --preset lossless", |o| o.chat.preset = Preset::Lossless) },
     StrategyInfo { name: "ctxgc-aggressive", summary: "ctxgc compile --preset aggressive: lower thresholds for sampling and folding", default: true, build: |_, p| ctxgc::configured(p, "ctxgc-aggressive", "ctxgc compile --preset aggressive", |o| o.chat.preset = Preset::Aggressive) },
-    StrategyInfo { name: "ctxgc-cache", summary: "ctxgc compile --preset cache-stable: earlier output kept byte-stable, history compacted only in steps that pay for themselves under the prompt-cache cost model (event traces: as ctxgc)", default: true, build: |_, p| ctxgc::configured(p, "ctxgc-cache", "ctxgc compile --preset cache-stable", |o| if o.from != Some(ctxgc_core::Format::Events) { o.chat.cache = Some(ctxgc_core::session::CacheModel::default()) }) },
+    StrategyInfo { name: "ctxgc-cache", summary: "ctxgc compile --preset cache-stable: earlier output kept byte-stable, history compacted only in steps that pay for themselves under the prompt-cache cost model", default: true, build: |_, p| ctxgc::configured(p, "ctxgc-cache", "ctxgc compile --preset cache-stable", |o| o.chat.cache = Some(ctxgc_core::session::CacheModel::default())) },
 ];
 
 /// Builds a strategy from its spec: `NAME`, `NAME:key=value,...` or `external:COMMAND`.

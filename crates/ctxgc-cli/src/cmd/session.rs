@@ -150,10 +150,7 @@ fn open_store(db: &DbArg) -> Result<AnyStore, Failure> {
 /// item by item; chats are stored as transcripts (see `session_chat`).
 fn template(format: Format, options: &Options) -> Result<Session, Failure> {
     match format {
-        Format::Events => Ok(Session::with_passes(
-            options.retention.clone(),
-            ctxgc_core::passes::event_pipeline_with(options.projection_config()),
-        )),
+        Format::Events => Ok(ctxgc_core::compile::event_session_template(options)),
         other => Err(Failure::Input(format!(
             "stored sessions hold event traces for now; {} input cannot be appended to one yet",
             other.name()

@@ -9,7 +9,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use base64::Engine;
 use ctxgc_core::store::{Store, StoredSession};
-use ctxgc_core::{Compiled, Format, Session};
+use ctxgc_core::{Compiled, Format};
 use ctxgc_store::AnyStore;
 use serde::{Deserialize, Serialize};
 
@@ -118,14 +118,7 @@ fn compile_stored(
             ),
         ));
     }
-    if options.chat.cache.is_some() {
-        // Presets shape chats; an event trace is compiled the same under every one.
-        options.chat.cache = None;
-    }
-    let template = Session::with_passes(
-        options.retention.clone(),
-        ctxgc_core::passes::event_pipeline_with(options.projection_config()),
-    );
+    let template = ctxgc_core::compile::event_session_template(options);
     let mut stored = StoredSession::open(&mut *store, id, template)?;
     stored.compile()?;
     let compiled = ctxgc_core::compile::report_events(stored.session(), options.tokenizer);

@@ -6,13 +6,17 @@
 //! was, and stubs with nothing kept between them share one line:
 //! `[receipts e02 e04: superseded by e09; a01 a02: inside branch abandoned by ab01]`.
 //! Every event starts a line with `[`; continuation lines of multi-line content are indented.
+//!
+//! In cache-stable mode grouping must never rewrite text already sent: a decision taken when
+//! its item arrived gets a stub of its own, and a compaction step groups only what that step
+//! changed, so between steps every output is a byte-identical prefix of the next.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use crate::ir::{Item, Kind, plain_value};
 use crate::plan::{Action, Reason};
-use crate::session::Session;
+use crate::session::{DecisionEpoch, Session};
 
 /// One line of a rendered event, without the receipt logic.
 pub fn event_line(item: &Item) -> String {
@@ -137,6 +141,18 @@ fn reason_phrase(reason: Reason, by: &[String]) -> String {
     }
 }
 
+/// The stub line of item `i` retired by `verdict` when it shares its stub with nothing: what a
+/// decision taken on arrival costs in cache-stable mode.
+pub fn lone_stub(session: &Session, i: usize, verdict: &crate::plan::Verdict) -> String {
+    let items = session.items();
+    let by: Vec<String> = verdict.by.iter().map(|&b| items[b].id.clone()).collect();
+    format!(
+        "[receipt {}: {}]\n",
+        items[i].id,
+        reason_phrase(verdict.reason, &by)
+    )
+}
+
 /// The rendered prompt and the lines it is made of.
 #[derive(Debug, Clone, Default)]
 pub struct Rendered {
@@ -148,8 +164,11 @@ pub struct Rendered {
 
 enum Slot {
     Line(usize),
-    Stub(Vec<usize>),
+    Stub(DecisionEpoch, Vec<usize>),
 }
+
+/// The key stubs are grouped by: one stub per reason and justification, within one epoch.
+type GroupKey = (Reason, Vec<String>, DecisionEpoch);
 
 /// Renders the compiled session: kept events as lines, retired ones as grouped stubs.
 pub fn render(session: &Session) -> Rendered {
@@ -158,7 +177,7 @@ pub fn render(session: &Session) -> Rendered {
     let mut slots: Vec<Slot> = Vec::new();
     // (reason, by) → (stub slot, group within it)
     let mut groups: Vec<(Reason, Vec<String>, Vec<String>)> = Vec::new();
-    let mut group_of: HashMap<(Reason, Vec<String>), usize> = HashMap::new();
+    let mut group_of: HashMap<GroupKey, usize> = HashMap::new();
     for &i in &order {
         if matches!(items[i].kind, Kind::EdgeInjection { .. }) {
             continue; // structure, not content
@@ -172,7 +191,8 @@ pub fn render(session: &Session) -> Rendered {
             continue;
         };
         let by: Vec<String> = verdict.by.iter().map(|&b| items[b].id.clone()).collect();
-        let key = (verdict.reason, by.clone());
+        let epoch = session.decision_epoch(i);
+        let key = (verdict.reason, by.clone(), epoch);
         if let Some(&g) = group_of.get(&key) {
             groups[g].2.push(items[i].id.clone());
             continue;
@@ -180,16 +200,18 @@ pub fn render(session: &Session) -> Rendered {
         let g = groups.len();
         group_of.insert(key, g);
         groups.push((verdict.reason, by, vec![items[i].id.clone()]));
+        let shares_line =
+            |last: &DecisionEpoch| *last == epoch && !matches!(epoch, DecisionEpoch::Arrival(_));
         match slots.last_mut() {
-            Some(Slot::Stub(gs)) => gs.push(g),
-            _ => slots.push(Slot::Stub(vec![g])),
+            Some(Slot::Stub(last, gs)) if shares_line(last) => gs.push(g),
+            _ => slots.push(Slot::Stub(epoch, vec![g])),
         }
     }
     let mut lines = Vec::with_capacity(slots.len());
     for slot in slots {
         match slot {
             Slot::Line(i) => lines.push(rewritten_line(session, i)),
-            Slot::Stub(gs) => {
+            Slot::Stub(_, gs) => {
                 let count: usize = gs.iter().map(|&g| groups[g].2.len()).sum();
                 let parts: Vec<String> = gs
                     .iter()

@@ -99,6 +99,22 @@ pub(super) struct CacheState {
     cost_kept: Vec<usize>,
     assistant_turns: usize,
     steps: Vec<CompactionStep>,
+    /// For items before `boundary`: the step that last changed the item's plan (`None`: the
+    /// plan is still the one decided on arrival). Absent from snapshots written before it.
+    #[serde(default)]
+    changed_at_step: Vec<Option<usize>>,
+}
+
+/// When the decision in force for an item was taken, in cache-stable mode: what a renderer
+/// may group by without rewriting text the provider has already cached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DecisionEpoch {
+    /// Not in cache-stable mode: every decision is taken now, and may be grouped freely.
+    Eager,
+    /// Decided when item `.0` arrived: its text was final then, so it is grouped with nothing.
+    Arrival(usize),
+    /// Changed by compaction step `.0`: grouped only with what the same step changed.
+    Step(usize),
 }
 
 impl CacheState {
@@ -111,6 +127,7 @@ impl CacheState {
             cost_kept: Vec::new(),
             assistant_turns: 0,
             steps: Vec::new(),
+            changed_at_step: Vec::new(),
         }
     }
 
@@ -120,6 +137,18 @@ impl CacheState {
         } else {
             self.arrival.get(i)
         }
+    }
+}
+
+/// True when item `kind` is the agent's own output (an assistant message, a tool call, a
+/// decision): no request is sent right after it, so no compaction step is considered there, and
+/// it counts as a turn the session has lasted.
+fn is_agent_turn(kind: &Kind) -> bool {
+    match kind {
+        Kind::Message(m) => m.role == Role::Assistant,
+        Kind::ToolCall(_) => true,
+        Kind::Note { note, .. } => *note == crate::ir::NoteKind::Decision,
+        _ => false,
     }
 }
 
@@ -134,15 +163,29 @@ fn block_text(block: &Block) -> String {
 }
 
 impl Session {
-    /// Switches this (still empty) session to cache-stable compilation.
+    /// Switches this still empty session to cache-stable compilation. A session that already
+    /// holds items keeps compiling as it did: its items were decided with the eager plan.
     pub fn enable_cache_stable(&mut self, model: CacheModel) {
-        self.cache = Some(CacheState::new(model));
+        if self.items.is_empty() {
+            self.cache = Some(CacheState::new(model));
+        }
     }
 
     /// In cache-stable mode, the number of items covered by the last compaction step (the
     /// items whose decisions are frozen); `None` when the mode is off.
     pub fn cache_boundary(&self) -> Option<usize> {
         self.cache.as_ref().map(|c| c.boundary)
+    }
+
+    /// When the decision in force for item `i` was taken (see [`DecisionEpoch`]).
+    pub fn decision_epoch(&self, i: usize) -> DecisionEpoch {
+        match &self.cache {
+            None => DecisionEpoch::Eager,
+            Some(cache) => match cache.changed_at_step.get(i).copied().flatten() {
+                Some(step) if i < cache.boundary => DecisionEpoch::Step(step),
+                _ => DecisionEpoch::Arrival(i),
+            },
+        }
     }
 
     /// The compaction steps taken so far (cache-stable mode).
@@ -154,7 +197,13 @@ impl Session {
     fn cost_under(&self, i: usize, plan: &ItemPlan, kept: usize) -> usize {
         match plan.verdict.as_ref() {
             None => kept,
-            Some(v) if v.action == Action::Retire => 0,
+            // A retired event still names its id in a (shared) stub line.
+            Some(v) if v.action == Action::Retire => match &self.items[i].kind {
+                Kind::Message(_) => 0,
+                _ => self.cache.as_ref().map_or(0, |c| {
+                    c.model.tokenizer.count(&format!(" {}", self.items[i].id))
+                }),
+            },
             Some(v) => self.rewritten_cost(i, v),
         }
     }
@@ -191,14 +240,14 @@ impl Session {
         let end = self.items.len();
         while self.compiled < end {
             let i = self.compiled;
+            self.link_range(i, i + 1);
             self.compile_range(i, i + 1);
             let Some(tok) = self.cache.as_ref().map(|c| c.model.tokenizer) else {
                 return;
             };
-            let arrival = self.eager_plan_of(i);
             let kept = self.kept_cost(i, tok);
-            let is_assistant =
-                matches!(&self.items[i].kind, Kind::Message(m) if m.role == Role::Assistant);
+            let arrival = self.arrival_plan(i, kept, tok);
+            let is_assistant = is_agent_turn(&self.items[i].kind);
             if let Some(cache) = self.cache.as_mut() {
                 cache.arrival.push(arrival);
                 cache.cost_kept.push(kept);
@@ -209,6 +258,27 @@ impl Session {
             if !is_assistant {
                 self.consider_step(i + 1);
             }
+        }
+    }
+
+    /// The plan taken for item `i` on arrival: the eager one, except that an event retired on
+    /// arrival keeps its line when a stub of its own would cost at least as much (arrival
+    /// stubs are never grouped, so that text already sent never changes; a later step may
+    /// still retire it in a shared stub).
+    fn arrival_plan(&self, i: usize, kept: usize, tok: Tokenizer) -> ItemPlan {
+        let eager = self.eager_plan_of(i);
+        match (&self.items[i].kind, eager.verdict.as_ref()) {
+            (Kind::Message(_), _) => eager,
+            (_, Some(v))
+                if v.action == Action::Retire
+                    && tok.count(&crate::render::prompt::lone_stub(self, i, v)) >= kept =>
+            {
+                ItemPlan {
+                    verdict: None,
+                    protected_from: None,
+                }
+            }
+            _ => eager,
         }
     }
 
@@ -247,11 +317,19 @@ impl Session {
         if net <= 0.0 {
             return;
         }
-        let changed: Vec<String> = (0..k)
+        let changed_at: Vec<usize> = (0..k)
             .filter(|&i| cache.effective(i) != Some(&eager_plans[i]))
-            .map(|i| self.items[i].id.clone())
+            .collect();
+        let changed: Vec<String> = changed_at
+            .iter()
+            .map(|&i| self.items[i].id.clone())
             .collect();
         if let Some(cache) = self.cache.as_mut() {
+            let step = cache.steps.len();
+            cache.changed_at_step.resize(k, None);
+            for i in changed_at {
+                cache.changed_at_step[i] = Some(step);
+            }
             cache.frozen = eager_plans;
             cache.boundary = k;
             cache.steps.push(CompactionStep {
