@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use ctxgc_core::frontend::Conversation;
 use ctxgc_core::ir::{Block, Kind};
-use ctxgc_core::{Options, Tokenizer};
+use ctxgc_core::{Format, Options, Tokenizer};
 
 use crate::context::{is_agent_turn, is_structure, is_system, item_text};
 use crate::probes::Probes;
@@ -214,18 +214,37 @@ impl Prepared {
     }
 
     /// The prefix of the first `len` items as the input format's JSON list, each item's
-    /// original bytes unchanged: what an agent's history is at that point.
+    /// original bytes unchanged: what an agent's history is at that point. Two items are not
+    /// list entries in their format, and are given as the request field they came from:
+    /// an Anthropic system prompt (`{"system": ..., "messages": [...]}`) and a Responses
+    /// input given as a bare string (`{"input": "..."}`).
     pub fn prefix_json(&self, len: usize) -> String {
-        let mut out = String::from("[");
-        for (n, item) in self.conversation.items[..len].iter().enumerate() {
-            if n > 0 {
-                out.push_str(",\n");
+        let items = &self.conversation.items[..len];
+        match (self.conversation.format, items.first()) {
+            (Format::Anthropic, Some(first)) if is_system(first) => format!(
+                "{{\"system\":{},\"messages\":{}}}",
+                first.raw,
+                json_list(&items[1..])
+            ),
+            (Format::Responses, Some(first)) if first.raw.trim_start().starts_with('"') => {
+                format!("{{\"input\":{}}}", first.raw)
             }
-            out.push_str(&item.raw);
+            _ => json_list(items),
         }
-        out.push(']');
-        out
     }
+}
+
+/// Items' original bytes as a JSON list.
+fn json_list(items: &[ctxgc_core::Item]) -> String {
+    let mut out = String::from("[");
+    for (n, item) in items.iter().enumerate() {
+        if n > 0 {
+            out.push_str(",\n");
+        }
+        out.push_str(&item.raw);
+    }
+    out.push(']');
+    out
 }
 
 /// What a turn uses: a tool call's arguments, an assistant message's text and calls, a

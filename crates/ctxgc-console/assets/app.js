@@ -237,19 +237,26 @@ async function openReceipt(receipt, session) {
 $("close").addEventListener("click", () => { $("detail").hidden = true; });
 
 // Sessions.
+const sessionFormats = new Map();
+
 async function loadSessions() {
   const list = await api("/api/sessions");
   const table = $("session-list");
   table.textContent = "";
+  $("savings-totals").textContent = "";
   if (!list.store) {
     $("store").textContent = "No store open: start with ctxgc serve --db PATH|URL (or set CTXGC_DB).";
     return;
   }
   $("store").textContent = list.store.backend + ": " + list.store.location + " · " + list.sessions.length + " session(s)";
+  const savings = await api("/api/savings");
+  renderSavingsTotals(savings.totals, $("savings-totals"), "Saved by the gateway and the proxy (all sessions)");
+  const saved = new Map(savings.sessions.map((s) => [s.context_id, s.totals.reduce((n, t) => n + t.tokens_saved, 0)]));
   const head = el("tr");
-  for (const h of ["session", "format", "items"]) head.appendChild(el("th", null, h));
+  for (const h of ["session", "format", "items", "tokens saved"]) head.appendChild(el("th", null, h));
   table.appendChild(head);
   for (const s of list.sessions) {
+    sessionFormats.set(s.context_id, s.format);
     const row = el("tr");
     const cell = el("td");
     const link = el("button", null, s.context_id);
@@ -259,11 +266,71 @@ async function loadSessions() {
     row.appendChild(cell);
     row.appendChild(el("td", null, s.format || ""));
     row.appendChild(el("td", null, s.items));
+    row.appendChild(el("td", null, saved.has(s.context_id) ? saved.get(s.context_id) : ""));
     table.appendChild(row);
   }
 }
 
+// Totals per source: what the gateway compiled away and the proxy trimmed, as recorded.
+function renderSavingsTotals(totals, target, title) {
+  target.textContent = "";
+  if (!totals.length) {
+    target.appendChild(el("p", "muted", "No savings recorded: the gateway and the proxy record theirs when they use this store (--db)."));
+    return;
+  }
+  target.appendChild(el("h2", null, title));
+  const table = el("table", "savings-totals");
+  const head = el("tr");
+  for (const h of ["source", "records", "tokens before", "tokens after", "tokens saved", "with provider usage", "input", "cache read", "cache write", "output"]) {
+    head.appendChild(el("th", null, h));
+  }
+  table.appendChild(head);
+  for (const t of totals) {
+    const row = el("tr");
+    for (const v of [t.source, t.records, t.tokens_before, t.tokens_after, t.tokens_saved, t.with_usage,
+      t.usage.input_tokens, t.usage.cache_read_tokens, t.usage.cache_write_tokens, t.usage.output_tokens]) {
+      row.appendChild(el("td", null, v));
+    }
+    table.appendChild(row);
+  }
+  target.appendChild(table);
+}
+
+// One session's savings records, oldest first.
+async function showSavings(id) {
+  const target = $("session-savings");
+  target.textContent = "";
+  const answer = await api("/api/sessions/" + encodeURIComponent(id) + "/savings");
+  if (!answer.records.length) return answer;
+  renderSavingsTotals(answer.totals, target, "Saved in " + id);
+  const table = el("table", "savings-records");
+  const head = el("tr");
+  for (const h of ["when", "source", "ordinal", "endpoint or tool", "tokens before", "tokens after", "saved", "provider input", "cache read", "cache write", "output"]) {
+    head.appendChild(el("th", null, h));
+  }
+  table.appendChild(head);
+  for (const r of answer.records) {
+    const row = el("tr");
+    const u = r.usage;
+    for (const v of [new Date(r.at_ms).toISOString(), r.source, r.ordinal, r.tool, r.tokens_before, r.tokens_after,
+      Math.max(0, r.tokens_before - r.tokens_after), u ? u.input_tokens : "-", u ? u.cache_read_tokens : "-",
+      u ? u.cache_write_tokens : "-", u ? u.output_tokens : "-"]) {
+      row.appendChild(el("td", null, v));
+    }
+    table.appendChild(row);
+  }
+  target.appendChild(table);
+  return answer;
+}
+
 async function showSession(id) {
+  document.body.dataset.session = id;
+  await showSavings(id);
+  // A session that holds only receipts (the proxy's originals) has nothing to compile.
+  if (sessionFormats.has(id) && !sessionFormats.get(id)) {
+    $("session-result").hidden = true;
+    return { receipts: [] };
+  }
   const query = new URLSearchParams({ preset: $("preset").value });
   const answer = await api("/api/sessions/" + encodeURIComponent(id) + "?" + query.toString());
   renderView(answer.compiled, { items: $("session-items"), output: $("session-output"), summary: $("session-summary") }, id);

@@ -4,7 +4,8 @@
 //! with a preset, and see the original and the compiled output side by side, every retired
 //! or rewritten item marked with its reason code, the pass's documentation and the receipt's
 //! exact original bytes one click away. A second tab browses the sessions of a store
-//! (SQLite or PostgreSQL), their receipts and compaction steps; a third links the bench and
+//! (SQLite or PostgreSQL), their receipts and compaction steps, and what the gateway and
+//! the MCP proxy saved when they write to the same store; a third links the bench and
 //! projection reports found in a folder.
 //!
 //! The page, its script and its style are compiled into the binary: the console works
@@ -19,6 +20,8 @@
 //! | `GET /api/sessions` | the store's sessions |
 //! | `GET /api/sessions/{id}?preset=` | one stored session, compiled |
 //! | `GET /api/sessions/{id}/steps?tokenizer=` | a stored chat's cache-stable compaction steps |
+//! | `GET /api/savings` | what the gateway and the proxy saved, per source and per session |
+//! | `GET /api/sessions/{id}/savings` | one session's savings records, in the store's order |
 //! | `GET /api/receipts/{id}?session=` | a stored receipt's exact bytes |
 //! | `GET /api/examples`, `GET /api/examples/{name}` | the bundled examples |
 //! | `GET /api/reports`, `GET /reports/{name}` | report pages of `--reports DIR` |
@@ -143,6 +146,8 @@ pub fn router(console: Arc<Console>, local: SocketAddr) -> Router {
         .route("/api/sessions", get(api::sessions::list))
         .route("/api/sessions/{id}", get(api::sessions::show))
         .route("/api/sessions/{id}/steps", get(api::steps::steps))
+        .route("/api/sessions/{id}/savings", get(api::savings::session))
+        .route("/api/savings", get(api::savings::overview))
         .route("/api/receipts/{id}", get(api::sessions::receipt))
         .route("/api/examples", get(api::examples::list))
         .route("/api/examples/{name}", get(api::examples::show))

@@ -498,13 +498,16 @@ fn report_pages_in_the_folder_are_linked_and_nothing_else() {
     assert!(repo_file("examples").is_dir());
 }
 
-/// The replayed cost per preset is what `ctxgc bench` gives for the same input.
+/// The replayed cost per preset is what `ctxgc bench` gives for the same input, for every
+/// chat format.
 #[test]
 fn replayed_cost_per_preset_is_the_bench_figure() {
     let server = plain();
     for path in [
         "examples/support-session.json",
         "examples/bench/corpus-sample.jsonl",
+        // A system prompt, which Anthropic sends as a field of its own, not as a message.
+        "crates/ctxgc-core/tests/fixtures/chat/anthropic_session.json",
     ] {
         let text = read(path);
         let (status, view) = post(&server, "?preset=aggressive", text.clone());

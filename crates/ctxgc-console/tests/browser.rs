@@ -291,3 +291,109 @@ fn a_stored_chat_shows_its_growth_and_compaction_steps_in_chromium() {
     );
     assert!(dom.contains(&summary), "{summary} in {dom}");
 }
+
+#[test]
+fn a_sessions_savings_and_the_totals_in_chromium() {
+    use ctxgc_core::store::Store;
+    use ctxgc_core::store::savings::{ProviderUsage, SavingsRecord, SavingsSource};
+
+    if !Path::new(CHROMIUM).exists() {
+        if std::env::var_os("CTXGC_REQUIRE_SERVICES").is_some_and(|v| v == "1") {
+            panic!("{CHROMIUM} is required (CTXGC_REQUIRE_SERVICES=1): apt-get install chromium");
+        }
+        eprintln!(
+            "note: {CHROMIUM} is absent (apt-get install chromium); skipping the browser test"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let location = ctxgc_store::Location::Sqlite(dir.path().join("ctxgc.db"));
+    let mut store = ctxgc_store::open(&location).unwrap();
+    fill(&mut store);
+    // Two gateway requests of the stored chat and one trimmed proxy call, whose originals
+    // session holds a receipt and nothing to compile.
+    for (ordinal, before, after) in [(3, 9_100, 4_400), (5, 12_750, 5_020)] {
+        store
+            .record_savings(&SavingsRecord {
+                source: SavingsSource::Gateway,
+                context_id: "support".into(),
+                ordinal,
+                tool: "/v1/chat/completions".into(),
+                tokens_before: before,
+                tokens_after: after,
+                usage: Some(ProviderUsage {
+                    input_tokens: after,
+                    cache_read_tokens: after / 2,
+                    cache_write_tokens: 0,
+                    output_tokens: 31,
+                }),
+                at_ms: 1_767_225_600_000 + ordinal,
+            })
+            .unwrap();
+    }
+    store
+        .put_receipt("ctxgc-proxy", "abcdefghij", b"{\"flights\": []}")
+        .unwrap();
+    store
+        .record_savings(&SavingsRecord {
+            source: SavingsSource::Proxy,
+            context_id: "ctxgc-proxy".into(),
+            ordinal: 2,
+            tool: "search_flights".into(),
+            tokens_before: 5_210,
+            tokens_after: 1_133,
+            usage: None,
+            at_ms: 1_767_225_600_100,
+        })
+        .unwrap();
+    let server = Server::start(
+        ConsoleOptions::default(),
+        Some(StoreHandle::new(store, &location)),
+    );
+
+    let run = chromium(&server.url("/?session=support"), &["--dump-dom".into()]);
+    assert!(
+        run.console.is_empty(),
+        "console messages: {:?}",
+        run.console
+    );
+    let dom = run.stdout;
+    assert!(dom.contains("data-ready=\"true\""), "{dom}");
+    assert!(
+        dom.contains("Saved by the gateway and the proxy (all sessions)"),
+        "{dom}"
+    );
+    // Totals: gateway 21850 -> 9420 (12430 saved), proxy 5210 -> 1133 (4077 saved).
+    assert!(
+        dom.contains("<td>gateway</td><td>2</td><td>21850</td><td>9420</td><td>12430</td>"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("<td>proxy</td><td>1</td><td>5210</td><td>1133</td><td>4077</td><td>0</td>"),
+        "{dom}"
+    );
+    // The session's own records, oldest first, with the provider's usage.
+    assert!(dom.contains("Saved in support"), "{dom}");
+    assert!(
+        dom.contains("<td>gateway</td><td>5</td><td>/v1/chat/completions</td><td>12750</td><td>5020</td><td>7730</td><td>5020</td><td>2510</td><td>0</td><td>31</td>"),
+        "{dom}"
+    );
+    // The session list shows what each session saved.
+    assert!(dom.contains(">ctxgc-proxy</button>"), "{dom}");
+
+    // The proxy's session: its savings, and no compile error for a session of receipts.
+    let run = chromium(&server.url("/?session=ctxgc-proxy"), &["--dump-dom".into()]);
+    assert!(
+        run.console.is_empty(),
+        "console messages: {:?}",
+        run.console
+    );
+    let dom = run.stdout;
+    assert!(dom.contains("data-ready=\"true\""), "{dom}");
+    assert!(dom.contains("Saved in ctxgc-proxy"), "{dom}");
+    assert!(
+        dom.contains("<td>proxy</td><td>2</td><td>search_flights</td><td>5210</td><td>1133</td><td>4077</td><td>-</td>"),
+        "{dom}"
+    );
+    assert!(!dom.contains("class=\"error\""), "{dom}");
+}

@@ -40,8 +40,10 @@ use crate::ir::{Format, Item};
 use crate::session::Session;
 
 pub mod chat;
+pub mod savings;
 
 use chat::{ChatEnvelope, ChatMessage, ChatTranscript, holds_chat};
+use savings::SavingsRecord;
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -237,6 +239,14 @@ pub trait Store {
     /// The chat session `context_id` as one consistent read: format, envelope and every
     /// message (`None`: no chat session of that id).
     fn chat_transcript(&mut self, context_id: &str) -> Result<Option<ChatTranscript>, StoreError>;
+
+    /// Keeps one record of what the gateway or the proxy saved, durable once this returns.
+    /// Records are only ever added (the same record twice is kept twice).
+    fn record_savings(&mut self, record: &SavingsRecord) -> Result<(), StoreError>;
+
+    /// The savings records of the session `context_id`, or of every session when `None`, in
+    /// [`savings::canonical_order`].
+    fn savings(&mut self, context_id: Option<&str>) -> Result<Vec<SavingsRecord>, StoreError>;
 }
 
 impl<S: Store + ?Sized> Store for &mut S {
@@ -312,6 +322,12 @@ impl<S: Store + ?Sized> Store for &mut S {
     }
     fn chat_transcript(&mut self, context_id: &str) -> Result<Option<ChatTranscript>, StoreError> {
         (**self).chat_transcript(context_id)
+    }
+    fn record_savings(&mut self, record: &SavingsRecord) -> Result<(), StoreError> {
+        (**self).record_savings(record)
+    }
+    fn savings(&mut self, context_id: Option<&str>) -> Result<Vec<SavingsRecord>, StoreError> {
+        (**self).savings(context_id)
     }
 }
 
@@ -389,6 +405,12 @@ impl<S: Store + ?Sized> Store for Box<S> {
     fn chat_transcript(&mut self, context_id: &str) -> Result<Option<ChatTranscript>, StoreError> {
         (**self).chat_transcript(context_id)
     }
+    fn record_savings(&mut self, record: &SavingsRecord) -> Result<(), StoreError> {
+        (**self).record_savings(record)
+    }
+    fn savings(&mut self, context_id: Option<&str>) -> Result<Vec<SavingsRecord>, StoreError> {
+        (**self).savings(context_id)
+    }
 }
 
 /// The blake3 hash of `bytes`, as lowercase hex: the content address of a receipt.
@@ -435,6 +457,8 @@ pub struct MemoryStore {
     sessions: BTreeMap<String, MemorySession>,
     blobs: BTreeMap<String, Vec<u8>>,
     state: BTreeMap<(String, String), Vec<u8>>,
+    /// Savings records, kept in the order they are read back.
+    savings: Vec<SavingsRecord>,
 }
 
 impl MemoryStore {
@@ -699,6 +723,24 @@ impl Store for MemoryStore {
             }),
             _ => None,
         })
+    }
+
+    fn record_savings(&mut self, record: &SavingsRecord) -> Result<(), StoreError> {
+        // After every equal record: the same position a sort of all records would give.
+        let at = self
+            .savings
+            .partition_point(|r| savings::canonical_order(r, record).is_le());
+        self.savings.insert(at, record.clone());
+        Ok(())
+    }
+
+    fn savings(&mut self, context_id: Option<&str>) -> Result<Vec<SavingsRecord>, StoreError> {
+        Ok(self
+            .savings
+            .iter()
+            .filter(|r| context_id.is_none_or(|c| r.context_id == c))
+            .cloned()
+            .collect())
     }
 }
 

@@ -29,6 +29,7 @@ pub mod endpoint;
 pub mod metrics;
 pub mod recall;
 pub mod request;
+pub mod savings;
 pub mod server;
 pub mod sessions;
 pub mod upstream;
@@ -135,6 +136,7 @@ pub fn build(
         client,
         sessions,
         metrics: metrics::Metrics::default(),
+        savings: savings::SavingsWrites::default(),
         options,
     }))
 }

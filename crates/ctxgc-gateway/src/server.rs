@@ -37,6 +37,7 @@ pub struct Gateway {
     pub(crate) client: reqwest::Client,
     pub(crate) sessions: Option<Arc<Sessions>>,
     pub(crate) metrics: Metrics,
+    pub(crate) savings: crate::savings::SavingsWrites,
     pub(crate) options: GatewayOptions,
 }
 
@@ -145,10 +146,15 @@ struct Finish {
     line: LogLine,
     incremental: bool,
     started: Instant,
+    /// The savings record to write once the answer is over (a compiled request).
+    savings: Option<crate::savings::Pending>,
 }
 
 impl Finish {
     fn done(mut self, usage: Usage, completed: bool) {
+        if let Some(pending) = self.savings.take() {
+            crate::savings::record(&self.gateway, pending, usage, self.line.status);
+        }
         self.line.usage = usage;
         self.line.completed = completed;
         self.line.total_ms = self.started.elapsed().as_millis() as u64;
@@ -486,6 +492,7 @@ async fn forward(State(gateway): State<Arc<Gateway>>, request: Request) -> Respo
     let provider_path = upstream.provider_path(&path);
     let url = upstream.url_for(&path, parts.uri.query());
     let bytes_in = body.len() as u64;
+    let original = body.clone();
     let format = (parts.method == Method::POST)
         .then(|| format_of(provider_path))
         .flatten();
@@ -524,6 +531,12 @@ async fn forward(State(gateway): State<Arc<Gateway>>, request: Request) -> Respo
         .compiled
         .as_ref()
         .is_some_and(|c| c.path == CompilePath::Incremental);
+    let savings = crate::savings::Pending::of(
+        prepared.compiled.as_ref(),
+        provider_path,
+        &original,
+        &prepared.body,
+    );
 
     // Recall round trips read the answer whole: they apply to answers that are not streamed.
     if gateway.options.recall
@@ -552,6 +565,7 @@ async fn forward(State(gateway): State<Arc<Gateway>>, request: Request) -> Respo
             line,
             incremental,
             started,
+            savings,
         }
         .done(usage, true);
         return response;
@@ -575,6 +589,7 @@ async fn forward(State(gateway): State<Arc<Gateway>>, request: Request) -> Respo
                 line,
                 incremental,
                 started,
+                savings,
             }
             .done(Usage::default(), false);
             return response;
@@ -588,6 +603,7 @@ async fn forward(State(gateway): State<Arc<Gateway>>, request: Request) -> Respo
             line,
             incremental,
             started,
+            savings,
         },
     )
 }

@@ -317,6 +317,10 @@ impl OutputShaper for AutoShaper {
         ))
     }
 
+    fn savings_sink(&self) -> Option<crate::savings::SavingsSink> {
+        Some(self.auto.lock().ok()?.store().savings_sink())
+    }
+
     fn report_html(&self) -> Option<String> {
         let auto = self.auto.lock().ok()?;
         Some(render_html(&auto.report(REPORT_TITLE)))

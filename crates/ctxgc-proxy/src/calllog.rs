@@ -75,8 +75,9 @@ impl CallLog {
             .unwrap_or_default()
     }
 
-    /// Adds `record` to the totals and prints its line (unless quiet).
-    pub fn record(&self, record: &CallRecord) {
+    /// Adds `record` to the totals and prints its line (unless quiet). Returns the totals
+    /// with this call counted (its number is `calls`).
+    pub fn record(&self, record: &CallRecord) -> Totals {
         if let Ok(mut recent) = self.recent.lock() {
             if recent.len() == RECENT_KEPT {
                 recent.pop_front();
@@ -85,7 +86,7 @@ impl CallLog {
         }
         let totals = {
             let Ok(mut totals) = self.totals.lock() else {
-                return;
+                return Totals::default();
             };
             totals.calls += 1;
             totals.tokens_from_upstream += record.tokens_from_upstream;
@@ -98,6 +99,7 @@ impl CallLog {
         if !self.quiet {
             eprintln!("{}", format_line(record, &totals));
         }
+        totals
     }
 }
 

@@ -37,6 +37,7 @@ pub mod http;
 pub mod receipts;
 pub mod redact;
 pub mod reviewed;
+pub mod savings;
 pub mod server;
 pub mod shaping;
 pub mod stdio_gate;

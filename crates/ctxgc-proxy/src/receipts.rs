@@ -30,7 +30,8 @@ struct Meta {
     hidden: Vec<String>,
 }
 
-type Job = Box<dyn FnOnce(&mut AnyStore) + Send>;
+/// Work for the store thread.
+pub(crate) type Job = Box<dyn FnOnce(&mut AnyStore) + Send>;
 
 /// Receipts in a database, for `expand` after restarts and crashes.
 pub struct StoreReceipts {
@@ -90,6 +91,11 @@ impl StoreReceipts {
             jobs,
             location: location.to_string(),
         })
+    }
+
+    /// A handle that writes savings records to the same store, on the same thread.
+    pub fn savings_sink(&self) -> crate::savings::SavingsSink {
+        crate::savings::SavingsSink::new(self.jobs.clone())
     }
 
     /// Where the receipts are (a URL without its password).

@@ -19,6 +19,8 @@ pub const RECEIPTS_KEPT: usize = 256;
 pub struct ReviewedProjection {
     projection: Projection,
     receipts: Mutex<Box<dyn ReceiptStore + Send>>,
+    /// The store of the originals, for savings records (none when they are in memory).
+    savings: Option<crate::savings::SavingsSink>,
 }
 
 impl ReviewedProjection {
@@ -37,6 +39,7 @@ impl ReviewedProjection {
         ReviewedProjection {
             projection,
             receipts: Mutex::new(receipts),
+            savings: None,
         }
     }
 
@@ -54,7 +57,11 @@ impl ReviewedProjection {
         let reviewed = Self::load(path)?;
         let receipts = crate::receipts::StoreReceipts::open(location)
             .map_err(|e| format!("{location}: {e}"))?;
-        Ok(Self::with_receipts(reviewed.projection, Box::new(receipts)))
+        let savings = Some(receipts.savings_sink());
+        Ok(ReviewedProjection {
+            savings,
+            ..Self::with_receipts(reviewed.projection, Box::new(receipts))
+        })
     }
 }
 
@@ -103,6 +110,10 @@ impl OutputShaper for ReviewedProjection {
 
     fn expand_tool(&self) -> Option<ToolSurface> {
         Some(expand_surface())
+    }
+
+    fn savings_sink(&self) -> Option<crate::savings::SavingsSink> {
+        self.savings.clone()
     }
 
     fn expand(&self, arguments: &Value) -> Result<String, ShapeError> {

@@ -88,6 +88,7 @@ pub struct ProxyCore {
     log: CallLog,
     hub: Arc<ChangeHub>,
     routes: Mutex<BTreeMap<String, Route>>,
+    savings: Option<crate::savings::SavingsSink>,
 }
 
 impl ProxyCore {
@@ -101,6 +102,7 @@ impl ProxyCore {
     ) -> Self {
         ProxyCore {
             upstreams,
+            savings: shaper.savings_sink(),
             shaper,
             redactor,
             tokenizer: Tokenizer::O200kBase,
@@ -430,10 +432,11 @@ impl ProxyCore {
                 }
                 fields_hidden = 0;
                 tokens_to_agent = tokens_from_upstream;
+                shaped_blocks.clear(); // nothing reached the agent trimmed
             }
             note = Some(path.note());
         }
-        self.log.record(&CallRecord {
+        let totals = self.log.record(&CallRecord {
             tool: name.to_owned(),
             tokens_from_upstream,
             tokens_to_agent,
@@ -441,6 +444,27 @@ impl ProxyCore {
             is_expand: false,
             note,
         });
+        if let Some(sink) = &self.savings
+            && !shaped_blocks.is_empty()
+        {
+            // Under --quiet nothing was counted: count what changed (the rest is the same on
+            // both sides and saves nothing).
+            let (before, after) = if self.log.is_quiet() {
+                shaped_blocks
+                    .iter()
+                    .fold((0, 0), |(b, a), (original, shaped)| {
+                        (
+                            b + self.tokenizer.count(original),
+                            a + self.tokenizer.count(shaped),
+                        )
+                    })
+            } else {
+                (tokens_from_upstream, tokens_to_agent)
+            };
+            if let Err(e) = sink.record(totals.calls as u64, name, before as u64, after as u64) {
+                eprintln!("ctxgc proxy: {name}: savings not recorded: {e}");
+            }
+        }
         result
     }
 }

@@ -86,6 +86,12 @@ pub trait OutputShaper: Send + Sync + 'static {
 
     /// Saves whatever the shaper keeps (called when the proxy stops).
     fn flush(&self) {}
+
+    /// Where the savings of trimmed calls are recorded: the store of the originals, when the
+    /// shaper keeps them in one.
+    fn savings_sink(&self) -> Option<crate::savings::SavingsSink> {
+        None
+    }
 }
 
 /// Forwards every output unchanged and offers no `expand`: the proxy used for telemetry only

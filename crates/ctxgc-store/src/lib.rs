@@ -46,11 +46,13 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use ctxgc_core::store::chat::{ChatEnvelope, ChatMessage, ChatTranscript};
+use ctxgc_core::store::savings::SavingsRecord;
 pub use ctxgc_core::store::{SessionInfo, Snapshot, Store, StoreError, StoredSession};
 use ctxgc_core::{Format, Item};
 
 mod codec;
 pub mod postgres;
+mod savings;
 pub mod sqlite;
 pub mod testing;
 
@@ -297,6 +299,12 @@ impl Store for AnyStore {
     }
     fn chat_transcript(&mut self, context_id: &str) -> Result<Option<ChatTranscript>, StoreError> {
         dispatch!(self, s => s.chat_transcript(context_id))
+    }
+    fn record_savings(&mut self, record: &SavingsRecord) -> Result<(), StoreError> {
+        dispatch!(self, s => s.record_savings(record))
+    }
+    fn savings(&mut self, context_id: Option<&str>) -> Result<Vec<SavingsRecord>, StoreError> {
+        dispatch!(self, s => s.savings(context_id))
     }
 }
 

@@ -11,6 +11,7 @@
 use ctxgc_core::store::chat::{
     ChatEnvelope, ChatMessage, ChatTranscript, check_chat_append, holds_chat, is_chat_format,
 };
+use ctxgc_core::store::savings::SavingsRecord;
 use ctxgc_core::store::{SessionInfo, Snapshot, Store, StoreError};
 use ctxgc_core::{Format, Item};
 use postgres::{Client, NoTls, Statement};
@@ -83,7 +84,37 @@ const MIGRATIONS: &[(i32, &str)] = &[
         PRIMARY KEY (session_id, seq)
     );",
     ),
+    // What the gateway and the proxy saved: one row per request or tool call, never
+    // replaced. Not tied to a session row: a record may name a session that holds nothing.
+    (
+        3,
+        "CREATE TABLE savings (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        source TEXT NOT NULL,
+        context_id TEXT NOT NULL,
+        ordinal BIGINT NOT NULL,
+        tool TEXT NOT NULL,
+        tokens_before BIGINT NOT NULL,
+        tokens_after BIGINT NOT NULL,
+        input_tokens BIGINT,
+        cache_read_tokens BIGINT,
+        cache_write_tokens BIGINT,
+        output_tokens BIGINT,
+        at_ms BIGINT NOT NULL
+    );
+    CREATE INDEX savings_by_session ON savings(context_id, at_ms);",
+    ),
 ];
+
+/// The columns of a savings row, in the order [`crate::savings::decode`] takes them, and
+/// the canonical order: text compared byte by byte (`COLLATE "C"`, whatever the database's
+/// collation) and NULL first, as the canonical order does.
+const SAVINGS_SELECT: &str =
+    "SELECT source, context_id, ordinal, tokens_before, tokens_after, at_ms, tool,
+        input_tokens, cache_read_tokens, cache_write_tokens, output_tokens FROM savings";
+const SAVINGS_ORDER: &str = "ORDER BY context_id COLLATE \"C\", at_ms, source COLLATE \"C\", ordinal,
+        tool COLLATE \"C\", tokens_before, tokens_after, input_tokens NULLS FIRST,
+        cache_read_tokens NULLS FIRST, cache_write_tokens NULLS FIRST, output_tokens NULLS FIRST, id";
 
 /// The newest schema version this build knows.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
@@ -886,6 +917,70 @@ impl Store for PostgresStore {
             messages,
         }))
     }
+
+    fn record_savings(&mut self, record: &SavingsRecord) -> Result<(), StoreError> {
+        let row = crate::savings::encode(BACKEND, record)?;
+        let [input, read, write, output] = row.usage;
+        self.ensure_connected()?;
+        self.client
+            .execute(
+                "INSERT INTO savings (source, context_id, ordinal, tool, tokens_before,
+                 tokens_after, input_tokens, cache_read_tokens, cache_write_tokens,
+                 output_tokens, at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                &[
+                    &row.source,
+                    &row.context_id,
+                    &row.ordinal,
+                    &row.tool,
+                    &row.tokens_before,
+                    &row.tokens_after,
+                    &input,
+                    &read,
+                    &write,
+                    &output,
+                    &row.at_ms,
+                ],
+            )
+            .map(|_| ())
+            .map_err(backend_error("record savings"))
+    }
+
+    fn savings(&mut self, context_id: Option<&str>) -> Result<Vec<SavingsRecord>, StoreError> {
+        self.ensure_connected()?;
+        let rows = match context_id {
+            Some(c) => self.client.query(
+                &format!("{SAVINGS_SELECT} WHERE context_id = $1 {SAVINGS_ORDER}"),
+                &[&c],
+            ),
+            None => self
+                .client
+                .query(&format!("{SAVINGS_SELECT} {SAVINGS_ORDER}"), &[]),
+        }
+        .map_err(backend_error("read savings"))?;
+        let what = "read savings";
+        rows.iter()
+            .map(|row| {
+                let source: String = column(row, 0, what)?;
+                crate::savings::decode(
+                    &source,
+                    column(row, 1, what)?,
+                    [
+                        column(row, 2, what)?,
+                        column(row, 3, what)?,
+                        column(row, 4, what)?,
+                        column(row, 5, what)?,
+                    ],
+                    column(row, 6, what)?,
+                    [
+                        column(row, 7, what)?,
+                        column(row, 8, what)?,
+                        column(row, 9, what)?,
+                        column(row, 10, what)?,
+                    ],
+                )
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -950,13 +1045,14 @@ mod tests {
         let next = [
             MIGRATIONS[0],
             MIGRATIONS[1],
+            MIGRATIONS[2],
             (
-                3,
+                4,
                 "CREATE TABLE added_in_2 (x INTEGER); INSERT INTO added_in_2 VALUES (7);",
             ),
         ];
         migrate_with(&mut store.client, &next).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 3);
+        assert_eq!(store.schema_version().unwrap(), 4);
         migrate_with(&mut store.client, &next).unwrap();
         let row = store
             .client
@@ -969,6 +1065,60 @@ mod tests {
         );
         drop(store);
         let err = PostgresStore::connect(url).unwrap_err();
-        assert!(err.to_string().contains("schema version 3"), "{err}");
+        assert!(err.to_string().contains("schema version 4"), "{err}");
+    }
+
+    #[test]
+    fn a_version_2_database_gets_savings_and_keeps_its_chats() {
+        let db = match crate::testing::postgres() {
+            Ok(db) => db,
+            Err(why) if crate::testing::services_required() => {
+                panic!("PostgreSQL required: {why}")
+            }
+            Err(why) => return eprintln!("note: PostgreSQL test skipped ({why})"),
+        };
+        let crate::Location::Postgres(url) = &db.location else {
+            unreachable!("a PostgreSQL test database")
+        };
+        let mut client = PostgresStore::client(url).unwrap();
+        migrate_with(&mut client, &MIGRATIONS[..2]).unwrap();
+        client
+            .batch_execute(
+                "INSERT INTO sessions (context_id, format, next_seq) VALUES ('events', 'events', 0)",
+            )
+            .unwrap();
+        drop(client);
+
+        let mut store = PostgresStore::connect(url).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        assert_eq!(
+            store.info("events").unwrap().unwrap().format,
+            Some(Format::Events)
+        );
+        let chat = r#"{"model": "m", "messages": [{"role": "user", "content": "hi"}]}"#;
+        ctxgc_core::store::chat::append_chat(&mut store, "chat", chat, &Default::default())
+            .unwrap();
+        assert!(store.savings(None).unwrap().is_empty());
+        let record = SavingsRecord {
+            source: ctxgc_core::store::savings::SavingsSource::Proxy,
+            context_id: "chat".into(),
+            ordinal: 2,
+            tool: "search".into(),
+            tokens_before: 10,
+            tokens_after: 3,
+            usage: None,
+            at_ms: 5,
+        };
+        store.record_savings(&record).unwrap();
+        assert_eq!(store.savings(Some("chat")).unwrap(), [record]);
+        assert_eq!(
+            store
+                .chat_transcript("chat")
+                .unwrap()
+                .unwrap()
+                .messages
+                .len(),
+            1
+        );
     }
 }

@@ -11,6 +11,7 @@ use std::time::Duration;
 use ctxgc_core::store::chat::{
     ChatEnvelope, ChatMessage, ChatTranscript, check_chat_append, holds_chat, is_chat_format,
 };
+use ctxgc_core::store::savings::SavingsRecord;
 use ctxgc_core::store::{SessionInfo, Snapshot, Store, StoreError};
 use ctxgc_core::{Format, Item};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
@@ -83,7 +84,36 @@ const MIGRATIONS: &[(i64, &str)] = &[
         PRIMARY KEY (session_id, seq)
     );",
     ),
+    // What the gateway and the proxy saved: one row per request or tool call, never
+    // replaced. Not tied to a session row: a record may name a session that holds nothing.
+    (
+        3,
+        "CREATE TABLE savings (
+        id INTEGER PRIMARY KEY,
+        source TEXT NOT NULL,
+        context_id TEXT NOT NULL,
+        ordinal INTEGER NOT NULL,
+        tool TEXT NOT NULL,
+        tokens_before INTEGER NOT NULL,
+        tokens_after INTEGER NOT NULL,
+        input_tokens INTEGER,
+        cache_read_tokens INTEGER,
+        cache_write_tokens INTEGER,
+        output_tokens INTEGER,
+        at_ms INTEGER NOT NULL
+    );
+    CREATE INDEX savings_by_session ON savings(context_id, at_ms);",
+    ),
 ];
+
+/// The columns of a savings row, in the order [`crate::savings::decode`] takes them, and
+/// the canonical order (SQLite compares text byte by byte and puts NULL first, as the
+/// canonical order does).
+const SAVINGS_SELECT: &str =
+    "SELECT source, context_id, ordinal, tokens_before, tokens_after, at_ms, tool,
+        input_tokens, cache_read_tokens, cache_write_tokens, output_tokens FROM savings";
+const SAVINGS_ORDER: &str = "ORDER BY context_id, at_ms, source, ordinal, tool, tokens_before,
+        tokens_after, input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, id";
 
 /// The newest schema version this build knows.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
@@ -832,6 +862,65 @@ impl Store for SqliteStore {
             messages,
         }))
     }
+
+    fn record_savings(&mut self, record: &SavingsRecord) -> Result<(), StoreError> {
+        let row = crate::savings::encode(BACKEND, record)?;
+        let [input, read, write, output] = row.usage;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO savings (source, context_id, ordinal, tool, tokens_before,
+                 tokens_after, input_tokens, cache_read_tokens, cache_write_tokens,
+                 output_tokens, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    row.source,
+                    row.context_id,
+                    row.ordinal,
+                    row.tool,
+                    row.tokens_before,
+                    row.tokens_after,
+                    input,
+                    read,
+                    write,
+                    output,
+                    row.at_ms
+                ])
+            })
+            .map(|_| ())
+            .map_err(backend_error("record savings"))
+    }
+
+    fn savings(&mut self, context_id: Option<&str>) -> Result<Vec<SavingsRecord>, StoreError> {
+        let sql = match context_id {
+            Some(_) => format!("{SAVINGS_SELECT} WHERE context_id = ?1 {SAVINGS_ORDER}"),
+            None => format!("{SAVINGS_SELECT} {SAVINGS_ORDER}"),
+        };
+        let mut stmt = self
+            .conn
+            .prepare_cached(&sql)
+            .map_err(backend_error("read savings"))?;
+        let read = |row: &rusqlite::Row<'_>| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                [row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?],
+                row.get::<_, String>(6)?,
+                [row.get(7)?, row.get(8)?, row.get(9)?, row.get(10)?],
+            ))
+        };
+        let rows = match context_id {
+            Some(c) => stmt.query_map([c], read),
+            None => stmt.query_map([], read),
+        }
+        .map_err(backend_error("read savings"))?;
+        rows.map(|row| {
+            let (source, context_id, numbers, tool, usage) =
+                row.map_err(backend_error("read savings"))?;
+            crate::savings::decode(&source, context_id, numbers, tool, usage)
+        })
+        .collect()
+    }
 }
 
 #[cfg(test)]
@@ -884,13 +973,14 @@ mod tests {
         let next = [
             MIGRATIONS[0],
             MIGRATIONS[1],
+            MIGRATIONS[2],
             (
-                3,
+                4,
                 "CREATE TABLE added_in_2 (x INTEGER); INSERT INTO added_in_2 VALUES (7);",
             ),
         ];
         store.migrate_with(&next).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 3);
+        assert_eq!(store.schema_version().unwrap(), 4);
         // Applied once: running the list again must not insert a second row.
         store.migrate_with(&next).unwrap();
         let rows: i64 = store
@@ -902,9 +992,51 @@ mod tests {
             store.state("scope", "key").unwrap().as_deref(),
             Some(&b"kept across the upgrade"[..])
         );
-        // This build (version 2) now refuses the upgraded database.
+        // This build (version 3) now refuses the upgraded database.
         drop(store);
         let err = SqliteStore::open(path).unwrap_err();
-        assert!(err.to_string().contains("schema version 3"), "{err}");
+        assert!(err.to_string().contains("schema version 4"), "{err}");
+    }
+
+    #[test]
+    fn a_version_2_database_gets_savings_and_keeps_its_chats() {
+        let db = crate::testing::sqlite();
+        let crate::Location::Sqlite(path) = &db.location else {
+            unreachable!("a SQLite test database")
+        };
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let mut old = SqliteStore {
+            conn: Connection::open(path).unwrap(),
+            path: path.clone(),
+        };
+        old.migrate_with(&MIGRATIONS[..2]).unwrap();
+        let chat = r#"{"model": "m", "messages": [{"role": "user", "content": "hi"}]}"#;
+        ctxgc_core::store::chat::append_chat(&mut old, "chat", chat, &Default::default()).unwrap();
+        drop(old);
+
+        let mut store = SqliteStore::open(path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        assert_eq!(
+            store
+                .chat_transcript("chat")
+                .unwrap()
+                .unwrap()
+                .messages
+                .len(),
+            1
+        );
+        assert!(store.savings(None).unwrap().is_empty());
+        let record = SavingsRecord {
+            source: ctxgc_core::store::savings::SavingsSource::Gateway,
+            context_id: "chat".into(),
+            ordinal: 1,
+            tool: "/v1/chat/completions".into(),
+            tokens_before: 10,
+            tokens_after: 7,
+            usage: None,
+            at_ms: 1,
+        };
+        store.record_savings(&record).unwrap();
+        assert_eq!(store.savings(Some("chat")).unwrap(), [record]);
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! For each prefix the command is run through `sh -c COMMAND` with the prefix on stdin: a JSON
 //! list of the input's items, each as the original bytes (chat messages for a transcript,
-//! events for an event trace). It must print a JSON list on stdout: either items in the same
+//! events for an event trace; the request object when an item cannot be a list entry, see
+//! [`crate::prepare::Prepared::prefix_json`]). It must print a JSON list on stdout: either items in the same
 //! format (read back through the same front-end, so `{"messages": [...]}` works too), or a
 //! list of strings, each one segment of prompt text (for compactors that print a prompt).
 //! A run that fails, exits non-zero, prints something unreadable or takes longer than the

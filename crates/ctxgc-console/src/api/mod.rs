@@ -11,6 +11,7 @@ pub mod compile;
 pub mod examples;
 pub mod passes;
 pub mod reports;
+pub mod savings;
 pub mod sessions;
 pub mod steps;
 
