@@ -31,6 +31,7 @@ pub mod recall;
 pub mod request;
 pub mod server;
 pub mod sessions;
+pub mod splice;
 pub mod upstream;
 pub mod usage;
 

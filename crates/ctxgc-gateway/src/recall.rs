@@ -63,45 +63,58 @@ pub fn offer_tool(format: Format, body: &str) -> String {
     let Ok(entries) = object_entries(body) else {
         return body.to_owned();
     };
-    let tool = definition(format).to_string();
-    let mut out = String::with_capacity(body.len() + tool.len() + 16);
+    let pairs: Vec<(&str, &str)> = entries.iter().map(|(k, v)| (k.as_str(), v.get())).collect();
+    let mut out = String::with_capacity(body.len() + 512);
+    write_object(format, &pairs, true, &mut out);
+    out
+}
+
+/// Writes a JSON object from its entries (keys written as JSON strings, values as given);
+/// with `recall`, the tool is added to `tools` (once), or a `tools` list holding it is
+/// appended.
+pub(crate) fn write_object(
+    format: Format,
+    entries: &[(&str, &str)],
+    recall: bool,
+    out: &mut String,
+) {
+    let tool = recall.then(|| definition(format).to_string());
     out.push('{');
-    let mut placed = false;
-    for (n, (k, v)) in entries.iter().enumerate() {
+    let mut placed = tool.is_none();
+    for (n, (k, raw)) in entries.iter().enumerate() {
         if n > 0 {
             out.push(',');
         }
-        out.push_str(&Value::String(k.clone()).to_string());
+        out.push_str(&Value::String((*k).to_owned()).to_string());
         out.push(':');
-        let raw = v.get();
-        if k == "tools" && raw.starts_with('[') && !placed {
-            placed = true;
-            if raw.contains(&format!("\"{TOOL}\"")) {
-                out.push_str(raw);
-            } else {
-                let inner = raw[1..raw.len() - 1].trim();
-                out.push('[');
-                if !inner.is_empty() {
-                    out.push_str(inner);
-                    out.push(',');
+        match &tool {
+            Some(tool) if *k == "tools" && raw.starts_with('[') && !placed => {
+                placed = true;
+                if raw.contains(&format!("\"{TOOL}\"")) {
+                    out.push_str(raw);
+                } else {
+                    let inner = raw[1..raw.len() - 1].trim();
+                    out.push('[');
+                    if !inner.is_empty() {
+                        out.push_str(inner);
+                        out.push(',');
+                    }
+                    out.push_str(tool);
+                    out.push(']');
                 }
-                out.push_str(&tool);
-                out.push(']');
             }
-        } else {
-            out.push_str(raw);
+            _ => out.push_str(raw),
         }
     }
-    if !placed {
+    if !placed && let Some(tool) = &tool {
         if !entries.is_empty() {
             out.push(',');
         }
         out.push_str("\"tools\":[");
-        out.push_str(&tool);
+        out.push_str(tool);
         out.push(']');
     }
     out.push('}');
-    out
 }
 
 /// A recall call the model made: the call's id and the receipt id it asks for.

@@ -316,7 +316,6 @@ async fn prepare(
             }
         },
     };
-    let recall = gateway.options.recall;
     let result = tokio::task::spawn_blocking(move || {
         let parsed = parse(&body, format).map_err(|e| (StatusCode::BAD_REQUEST, e.0))?;
         let conv = match parsed {
@@ -326,12 +325,7 @@ async fn prepare(
         let key = named.unwrap_or_else(|| conv.prefix_key());
         let stream = conv.stream;
         match sessions.compile(&key, &conv) {
-            Ok(mut compiled) => {
-                if recall {
-                    compiled.body = recall::offer_tool(format, &compiled.body);
-                }
-                Ok((Some(key), Some(Ok(compiled)), stream))
-            }
+            Ok(compiled) => Ok((Some(key), Some(Ok(compiled)), stream)),
             Err(SessionError::Invalid(e)) => Err((StatusCode::BAD_REQUEST, e.to_string())),
             Err(SessionError::Store(e)) => Ok((Some(key), Some(Err(e.to_string())), stream)),
         }
