@@ -28,6 +28,7 @@ pub mod breakpoints;
 pub mod endpoint;
 pub mod metrics;
 pub mod recall;
+pub mod recall_stream;
 pub mod request;
 pub mod server;
 pub mod sessions;

@@ -2,10 +2,11 @@
 //! it, answers from the store and sends the request on itself, so the client sees a normal
 //! answer. Stubs name a receipt id only in this mode (the compiler's `expand_tool`).
 //!
-//! A round trip applies to answers that are not streamed: the answer is read whole, and
-//! when every tool call in it is a recall call, the calls and their results are appended and
-//! the request is sent again (at most [`MAX_ROUNDS`] times). An answer with other tool calls
-//! goes to the client as it came.
+//! An answer that is not streamed is read whole, and when every tool call in it is a recall
+//! call, the calls and their results are appended and the request is sent again (at most
+//! [`MAX_ROUNDS`] times). An answer with other tool calls goes to the client as it came.
+//! Streamed answers (OpenAI Chat, Anthropic Messages) are continued in the stream itself:
+//! see [`crate::recall_stream`].
 
 use std::sync::Arc;
 
@@ -119,12 +120,13 @@ pub(crate) fn write_object(
 
 /// A recall call the model made: the call's id and the receipt id it asks for.
 #[derive(Debug, Clone, PartialEq)]
-struct Call {
-    call_id: String,
-    receipt: Option<String>,
+pub(crate) struct Call {
+    pub(crate) call_id: String,
+    pub(crate) receipt: Option<String>,
 }
 
-fn receipt_arg(args: &Value) -> Option<String> {
+/// The receipt id a call's arguments ask for.
+pub(crate) fn receipt_of(args: &Value) -> Option<String> {
     args.get("id").and_then(Value::as_str).map(str::to_owned)
 }
 
@@ -142,7 +144,7 @@ fn recall_calls(format: Format, answer: &Value) -> Option<Vec<Call>> {
                 if block.get("name").and_then(Value::as_str) == Some(TOOL) {
                     calls.push(Call {
                         call_id: block.get("id")?.as_str()?.to_owned(),
-                        receipt: block.get("input").and_then(receipt_arg),
+                        receipt: block.get("input").and_then(receipt_of),
                     });
                 } else {
                     others += 1;
@@ -161,7 +163,7 @@ fn recall_calls(format: Format, answer: &Value) -> Option<Vec<Call>> {
                         .and_then(|a| serde_json::from_str::<Value>(a).ok());
                     calls.push(Call {
                         call_id: item.get("call_id")?.as_str()?.to_owned(),
-                        receipt: args.as_ref().and_then(receipt_arg),
+                        receipt: args.as_ref().and_then(receipt_of),
                     });
                 } else {
                     others += 1;
@@ -178,7 +180,7 @@ fn recall_calls(format: Format, answer: &Value) -> Option<Vec<Call>> {
                         .and_then(|a| serde_json::from_str::<Value>(a).ok());
                     calls.push(Call {
                         call_id: call.get("id")?.as_str()?.to_owned(),
-                        receipt: args.as_ref().and_then(receipt_arg),
+                        receipt: args.as_ref().and_then(receipt_of),
                     });
                 } else {
                     others += 1;
@@ -190,7 +192,7 @@ fn recall_calls(format: Format, answer: &Value) -> Option<Vec<Call>> {
 }
 
 /// Appends the model's turn and the recall results to the request.
-fn continue_request(
+pub(crate) fn continue_request(
     format: Format,
     request: &mut Value,
     answer: &Value,
@@ -260,7 +262,7 @@ pub fn original_text(raw: &str) -> String {
 }
 
 /// What the store gives back for one call.
-async fn answer_call(gateway: &Arc<Gateway>, session: &str, call: &Call) -> String {
+pub(crate) async fn answer_call(gateway: &Arc<Gateway>, session: &str, call: &Call) -> String {
     let Some(id) = call.receipt.clone() else {
         return format!("{TOOL} needs an `id` argument: the id a shortened item names");
     };
