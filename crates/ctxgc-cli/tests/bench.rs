@@ -198,3 +198,64 @@ fn explain_lists_each_miss_with_where_the_value_came_from() {
         text(&out.stdout)
     );
 }
+
+#[test]
+fn a_recorded_session_replays_through_the_gateway() {
+    let input = repo().join("examples/bench/corpus-sample.jsonl");
+    let out = ctxgc(&[
+        "bench",
+        input.to_str().unwrap(),
+        "--no-timing",
+        "--strategy",
+        "full",
+        "--strategy",
+        "ctxgc-cache",
+        "--through-gateway",
+        "--output",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let totals = report["totals"].as_array().unwrap();
+    let of = |name: &str| {
+        totals
+            .iter()
+            .find(|t| t["strategy"] == name)
+            .unwrap_or_else(|| panic!("{name} in {totals:?}"))
+            .clone()
+    };
+    let (gateway, cache, full) = (of("gateway"), of("ctxgc-cache"), of("full"));
+    assert_eq!(gateway["conversations"], 4, "{gateway}");
+    assert_eq!(gateway["errors"], 0, "{gateway}");
+    assert_eq!(gateway["nondeterministic"], 0);
+    // The gateway compiles with the cache-stable preset: what reached the provider is what
+    // `ctxgc-cache` gives on the same prefixes, request by request.
+    assert_eq!(gateway["tokens_after"], cache["tokens_after"]);
+    assert_eq!(gateway["replay_cost"], cache["replay_cost"]);
+    assert!(gateway["tokens_after"].as_u64() < full["tokens_after"].as_u64());
+    assert!(gateway["replay_cost"].as_f64() < full["replay_cost"].as_f64());
+
+    // After the table: what the gateway sent and what the fake provider reported.
+    let stderr = text(&out.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("ctxgc: through the gateway: "))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    let number = |after: &str| -> u64 {
+        line.split(after)
+            .nth(1)
+            .unwrap()
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let requests = number("through the gateway: ");
+    let incremental = number(" requests (");
+    assert!(requests > 10, "{line}");
+    // One request per conversation compiles from scratch; every other is incremental.
+    assert_eq!(incremental, requests - 4, "{line}");
+    assert!(number("provider usage: ") > 0, "{line}");
+    assert!(number(" input tokens (") > 0, "{line}");
+}

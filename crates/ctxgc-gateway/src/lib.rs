@@ -28,10 +28,12 @@ pub mod breakpoints;
 pub mod endpoint;
 pub mod metrics;
 pub mod recall;
+pub mod recall_stream;
 pub mod request;
 pub mod savings;
 pub mod server;
 pub mod sessions;
+pub mod splice;
 pub mod upstream;
 pub mod usage;
 

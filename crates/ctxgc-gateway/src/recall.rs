@@ -2,10 +2,11 @@
 //! it, answers from the store and sends the request on itself, so the client sees a normal
 //! answer. Stubs name a receipt id only in this mode (the compiler's `expand_tool`).
 //!
-//! A round trip applies to answers that are not streamed: the answer is read whole, and
-//! when every tool call in it is a recall call, the calls and their results are appended and
-//! the request is sent again (at most [`MAX_ROUNDS`] times). An answer with other tool calls
-//! goes to the client as it came.
+//! An answer that is not streamed is read whole, and when every tool call in it is a recall
+//! call, the calls and their results are appended and the request is sent again (at most
+//! [`MAX_ROUNDS`] times). An answer with other tool calls goes to the client as it came.
+//! Streamed answers (OpenAI Chat, Anthropic Messages) are continued in the stream itself:
+//! see [`crate::recall_stream`].
 
 use std::sync::Arc;
 
@@ -63,55 +64,69 @@ pub fn offer_tool(format: Format, body: &str) -> String {
     let Ok(entries) = object_entries(body) else {
         return body.to_owned();
     };
-    let tool = definition(format).to_string();
-    let mut out = String::with_capacity(body.len() + tool.len() + 16);
+    let pairs: Vec<(&str, &str)> = entries.iter().map(|(k, v)| (k.as_str(), v.get())).collect();
+    let mut out = String::with_capacity(body.len() + 512);
+    write_object(format, &pairs, true, &mut out);
+    out
+}
+
+/// Writes a JSON object from its entries (keys written as JSON strings, values as given);
+/// with `recall`, the tool is added to `tools` (once), or a `tools` list holding it is
+/// appended.
+pub(crate) fn write_object(
+    format: Format,
+    entries: &[(&str, &str)],
+    recall: bool,
+    out: &mut String,
+) {
+    let tool = recall.then(|| definition(format).to_string());
     out.push('{');
-    let mut placed = false;
-    for (n, (k, v)) in entries.iter().enumerate() {
+    let mut placed = tool.is_none();
+    for (n, (k, raw)) in entries.iter().enumerate() {
         if n > 0 {
             out.push(',');
         }
-        out.push_str(&Value::String(k.clone()).to_string());
+        out.push_str(&Value::String((*k).to_owned()).to_string());
         out.push(':');
-        let raw = v.get();
-        if k == "tools" && raw.starts_with('[') && !placed {
-            placed = true;
-            if raw.contains(&format!("\"{TOOL}\"")) {
-                out.push_str(raw);
-            } else {
-                let inner = raw[1..raw.len() - 1].trim();
-                out.push('[');
-                if !inner.is_empty() {
-                    out.push_str(inner);
-                    out.push(',');
+        match &tool {
+            Some(tool) if *k == "tools" && raw.starts_with('[') && !placed => {
+                placed = true;
+                if raw.contains(&format!("\"{TOOL}\"")) {
+                    out.push_str(raw);
+                } else {
+                    let inner = raw[1..raw.len() - 1].trim();
+                    out.push('[');
+                    if !inner.is_empty() {
+                        out.push_str(inner);
+                        out.push(',');
+                    }
+                    out.push_str(tool);
+                    out.push(']');
                 }
-                out.push_str(&tool);
-                out.push(']');
             }
-        } else {
-            out.push_str(raw);
+            _ => out.push_str(raw),
         }
     }
-    if !placed {
+    if !placed && let Some(tool) = &tool {
         if !entries.is_empty() {
             out.push(',');
         }
         out.push_str("\"tools\":[");
-        out.push_str(&tool);
+        out.push_str(tool);
         out.push(']');
     }
     out.push('}');
-    out
 }
 
 /// A recall call the model made: the call's id and the receipt id it asks for.
 #[derive(Debug, Clone, PartialEq)]
-struct Call {
-    call_id: String,
-    receipt: Option<String>,
+pub(crate) struct Call {
+    pub(crate) call_id: String,
+    pub(crate) receipt: Option<String>,
 }
 
-fn receipt_arg(args: &Value) -> Option<String> {
+/// The receipt id a call's arguments ask for.
+pub(crate) fn receipt_of(args: &Value) -> Option<String> {
     args.get("id").and_then(Value::as_str).map(str::to_owned)
 }
 
@@ -129,7 +144,7 @@ fn recall_calls(format: Format, answer: &Value) -> Option<Vec<Call>> {
                 if block.get("name").and_then(Value::as_str) == Some(TOOL) {
                     calls.push(Call {
                         call_id: block.get("id")?.as_str()?.to_owned(),
-                        receipt: block.get("input").and_then(receipt_arg),
+                        receipt: block.get("input").and_then(receipt_of),
                     });
                 } else {
                     others += 1;
@@ -148,7 +163,7 @@ fn recall_calls(format: Format, answer: &Value) -> Option<Vec<Call>> {
                         .and_then(|a| serde_json::from_str::<Value>(a).ok());
                     calls.push(Call {
                         call_id: item.get("call_id")?.as_str()?.to_owned(),
-                        receipt: args.as_ref().and_then(receipt_arg),
+                        receipt: args.as_ref().and_then(receipt_of),
                     });
                 } else {
                     others += 1;
@@ -165,7 +180,7 @@ fn recall_calls(format: Format, answer: &Value) -> Option<Vec<Call>> {
                         .and_then(|a| serde_json::from_str::<Value>(a).ok());
                     calls.push(Call {
                         call_id: call.get("id")?.as_str()?.to_owned(),
-                        receipt: args.as_ref().and_then(receipt_arg),
+                        receipt: args.as_ref().and_then(receipt_of),
                     });
                 } else {
                     others += 1;
@@ -177,7 +192,7 @@ fn recall_calls(format: Format, answer: &Value) -> Option<Vec<Call>> {
 }
 
 /// Appends the model's turn and the recall results to the request.
-fn continue_request(
+pub(crate) fn continue_request(
     format: Format,
     request: &mut Value,
     answer: &Value,
@@ -247,7 +262,7 @@ pub fn original_text(raw: &str) -> String {
 }
 
 /// What the store gives back for one call.
-async fn answer_call(gateway: &Arc<Gateway>, session: &str, call: &Call) -> String {
+pub(crate) async fn answer_call(gateway: &Arc<Gateway>, session: &str, call: &Call) -> String {
     let Some(id) = call.receipt.clone() else {
         return format!("{TOOL} needs an `id` argument: the id a shortened item names");
     };

@@ -322,7 +322,6 @@ async fn prepare(
             }
         },
     };
-    let recall = gateway.options.recall;
     let result = tokio::task::spawn_blocking(move || {
         let parsed = parse(&body, format).map_err(|e| (StatusCode::BAD_REQUEST, e.0))?;
         let conv = match parsed {
@@ -332,12 +331,7 @@ async fn prepare(
         let key = named.unwrap_or_else(|| conv.prefix_key());
         let stream = conv.stream;
         match sessions.compile(&key, &conv) {
-            Ok(mut compiled) => {
-                if recall {
-                    compiled.body = recall::offer_tool(format, &compiled.body);
-                }
-                Ok((Some(key), Some(Ok(compiled)), stream))
-            }
+            Ok(compiled) => Ok((Some(key), Some(Ok(compiled)), stream)),
             Err(SessionError::Invalid(e)) => Err((StatusCode::BAD_REQUEST, e.to_string())),
             Err(SessionError::Store(e)) => Ok((Some(key), Some(Err(e.to_string())), stream)),
         }
@@ -538,7 +532,7 @@ async fn forward(State(gateway): State<Arc<Gateway>>, request: Request) -> Respo
         &prepared.body,
     );
 
-    // Recall round trips read the answer whole: they apply to answers that are not streamed.
+    // Recall round trips for answers that are not streamed read the answer whole.
     if gateway.options.recall
         && !prepared.stream
         && let (Some(format), Some(session)) = (prepared.format, prepared.session.clone())
@@ -571,6 +565,19 @@ async fn forward(State(gateway): State<Arc<Gateway>>, request: Request) -> Respo
         return response;
     }
 
+    // A streamed answer that may call the recall tool: the gateway writes the client's
+    // stream itself, round by round.
+    let stream_recall = match (prepared.format, prepared.session.clone()) {
+        (Some(format), Some(session))
+            if gateway.options.recall
+                && prepared.stream
+                && prepared.compiled.is_some()
+                && crate::recall_stream::supported(format) =>
+        {
+            Some((format, session, headers.clone(), prepared.body.clone()))
+        }
+        _ => None,
+    };
     let response = match send(
         &gateway,
         prepared.format,
@@ -596,6 +603,36 @@ async fn forward(State(gateway): State<Arc<Gateway>>, request: Request) -> Respo
         }
     };
     line.status = response.status().as_u16();
+    if let Some((format, session, headers, body)) = stream_recall
+        && response.status().is_success()
+        && response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"))
+    {
+        let mut finish = Finish {
+            gateway: gateway.clone(),
+            line,
+            incremental,
+            started,
+        };
+        let on_done: crate::recall_stream::OnDone = Box::new(move |usage, calls, completed| {
+            finish.line.recall_calls = Some(calls);
+            finish.done(usage, completed);
+        });
+        return crate::recall_stream::relay(
+            gateway.clone(),
+            format,
+            session,
+            parts.method.clone(),
+            url,
+            headers,
+            body,
+            response,
+            on_done,
+        );
+    }
     relay(
         response,
         Finish {

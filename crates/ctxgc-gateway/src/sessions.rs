@@ -1,11 +1,11 @@
 //! Conversations the gateway has seen, compiled incrementally and kept in the store.
 //!
 //! Clients resend the whole history on every request. The gateway names the conversation
-//! (the `x-ctxgc-session` header, or [`Conversation::prefix_key`]), hashes each message's
-//! exact bytes, and when the hashes it stored are a prefix of the request's, lowers and
-//! compiles only the new messages (the compiler's incremental path). The compiled session is
-//! cache-stable: what was sent before is sent again byte for byte until a compaction step
-//! pays for itself.
+//! (the `x-ctxgc-session` header, or [`Conversation::prefix_key`]), and when the items it
+//! holds are a byte-identical prefix of the request's, lowers and compiles only the new
+//! messages (the compiler's incremental path) and renders only them (see
+//! [`crate::splice`]). The compiled session is cache-stable: what was sent before is sent
+//! again byte for byte until a compaction step pays for itself.
 //!
 //! Every new item is appended to the store before the request goes upstream, so a crash
 //! loses nothing, and its original bytes are the receipt a stub names. Each gateway session
@@ -24,7 +24,8 @@ use ctxgc_core::store::{Store, StoreError};
 use ctxgc_core::{Format, Item, Options, Session};
 use ctxgc_store::AnyStore;
 
-use crate::request::{Conversation, MessageHash};
+use crate::request::Conversation;
+use crate::splice::Rendered;
 
 /// The state scope under which each conversation key names its current store session.
 pub const GATEWAY_SCOPE: &str = "ctxgc-gateway";
@@ -76,10 +77,11 @@ struct Live {
     context_id: String,
     format: Format,
     session: Session,
-    hashes: Vec<MessageHash>,
     /// The request's Anthropic system prompt was item 0.
     has_system: bool,
     last_used: u64,
+    /// The rendered item list, kept between requests (cache-stable compilation only).
+    rendered: Option<Rendered>,
 }
 
 /// The conversations, the store and the compile options.
@@ -94,8 +96,13 @@ pub struct Sessions {
     max_live: usize,
 }
 
-fn hash_of(raw: &str) -> MessageHash {
-    *blake3::hash(raw.as_bytes()).as_bytes()
+/// The store session a rewritten history moves to: named by the request's own items.
+fn fresh_context_id(key: &str, conv: &Conversation<'_>) -> String {
+    let mut h = blake3::Hasher::new();
+    for x in conv.item_hashes() {
+        h.update(&x);
+    }
+    format!("gw-{key}.{}", &h.finalize().to_hex()[..16])
 }
 
 impl Sessions {
@@ -176,7 +183,14 @@ impl Sessions {
     /// a prefix of it, from scratch otherwise. Blocking (store I/O): call from a blocking
     /// thread.
     pub fn compile(&self, key: &str, conv: &Conversation<'_>) -> Result<Compiled, SessionError> {
-        let hashes = conv.item_hashes();
+        // The request's items as exact bytes. What is stored is recognised by comparing
+        // bytes (memcmp), and only the new items are hashed: a request costs what it adds.
+        let raws: Vec<&str> = conv
+            .system
+            .iter()
+            .chain(conv.messages.iter())
+            .map(|r| r.get())
+            .collect();
         let entry = self.entry(key);
         let mut slot = entry.lock().unwrap_or_else(|p| p.into_inner());
         let now = self
@@ -196,32 +210,29 @@ impl Sessions {
             }
             let Some(live) = slot.as_mut() else { continue };
             live.last_used = now;
+            let stored = live.session.items();
             let matches = live.format == conv.format
-                && live.hashes.len() <= hashes.len()
-                && live.hashes[..] == hashes[..live.hashes.len()]
-                && (live.hashes.is_empty() || live.has_system == conv.system.is_some());
+                && stored.len() <= raws.len()
+                && stored.iter().zip(&raws).all(|(item, raw)| item.raw == *raw)
+                && (stored.is_empty() || live.has_system == conv.system.is_some());
             if !matches {
                 // History was rewritten (or another conversation shares the key): a fresh
                 // store session, named by the request's own items.
-                let mut h = blake3::Hasher::new();
-                for x in &hashes {
-                    h.update(x);
-                }
-                let context_id = format!("gw-{key}.{}", &h.finalize().to_hex()[..16]);
+                let context_id = fresh_context_id(key, conv);
                 self.with_store(|s| s.put_state(GATEWAY_SCOPE, key, context_id.as_bytes()))?;
                 *slot = Some(self.load(&context_id, conv)?);
                 path = CompilePath::Full;
                 continue;
             }
-            if live.hashes.is_empty() {
+            if live.session.items().is_empty() {
                 path = CompilePath::Full;
                 live.has_system = conv.system.is_some();
             }
-            let start = live.hashes.len();
-            if start < hashes.len() {
+            let start = live.session.items().len();
+            if start < raws.len() {
                 let items = self.lower_from(conv, start)?;
                 let count = items.len();
-                match self.append(live, items, &hashes) {
+                match self.append(live, items, raws.len()) {
                     Ok(()) => new_items = count,
                     Err(SessionError::Store(StoreError::Conflict { .. })) => {
                         // Another gateway appended first: catch up and decide again.
@@ -232,11 +243,7 @@ impl Sessions {
                         // (Nothing was appended: the session is as it was.)
                         // The new items do not fit the stored ones (an id reused across the
                         // two): compile the request on its own, in a fresh store session.
-                        let mut h = blake3::Hasher::new();
-                        for x in &hashes {
-                            h.update(x);
-                        }
-                        let context_id = format!("gw-{key}.{}", &h.finalize().to_hex()[..16]);
+                        let context_id = fresh_context_id(key, conv);
                         self.with_store(|s| {
                             s.put_state(GATEWAY_SCOPE, key, context_id.as_bytes())
                         })?;
@@ -250,13 +257,13 @@ impl Sessions {
                     }
                 }
             }
-            let live = slot.as_ref().ok_or_else(|| {
+            let live = slot.as_mut().ok_or_else(|| {
                 SessionError::Store(StoreError::Corrupt {
                     context_id: key.to_owned(),
                     message: "session vanished while compiling".into(),
                 })
             })?;
-            return self.render(live, conv, path, new_items, hashes.len());
+            return self.render(live, conv, path, new_items, raws.len());
         }
         Err(SessionError::Store(StoreError::Backend {
             backend: "gateway",
@@ -274,7 +281,6 @@ impl Sessions {
             let items = s.items(context_id, 0)?;
             Ok((info, items))
         })?;
-        let hashes = items.iter().map(|i| hash_of(&i.raw)).collect();
         let has_system = items
             .first()
             .is_some_and(|i| i.id == "system" && conv.format == Format::Anthropic);
@@ -285,9 +291,9 @@ impl Sessions {
             context_id: context_id.to_owned(),
             format: info.and_then(|i| i.format).unwrap_or(conv.format),
             session,
-            hashes,
             has_system,
             last_used: 0,
+            rendered: None,
         })
     }
 
@@ -337,20 +343,15 @@ impl Sessions {
     /// Appends items to the live session and to the store (durable before the request goes
     /// on), then compiles what is new. On a store error the live session holds items the
     /// store does not: the caller drops it, and it is reloaded from the store.
-    fn append(
-        &self,
-        live: &mut Live,
-        items: Vec<Item>,
-        hashes: &[MessageHash],
-    ) -> Result<(), SessionError> {
+    fn append(&self, live: &mut Live, items: Vec<Item>, total: usize) -> Result<(), SessionError> {
         let start = live.session.items().len();
-        if start + items.len() != hashes.len() {
+        if start + items.len() != total {
             return Err(SessionError::Store(StoreError::Corrupt {
                 context_id: live.context_id.clone(),
                 message: format!(
                     "lowering gave {} items for {} messages",
                     start + items.len(),
-                    hashes.len()
+                    total
                 ),
             }));
         }
@@ -364,27 +365,60 @@ impl Sessions {
         let batch = &live.session.items()[start..];
         self.with_store(|s| s.append(&live.context_id, live.format, start as u64, batch))?;
         live.session.compile();
-        live.hashes.extend_from_slice(&hashes[start..]);
         Ok(())
     }
 
-    fn render(
-        &self,
-        live: &Live,
-        conv: &Conversation<'_>,
-        path: CompilePath,
-        new_items: usize,
-        items: usize,
-    ) -> Result<Compiled, SessionError> {
-        let session = &live.session;
-        // In cache-stable mode the register shows the state as of the last compaction step,
-        // so it stays in the stable prefix.
+    /// The register's text for the session as it stands: in cache-stable mode the register
+    /// shows the state as of the last compaction step, so it stays in the stable prefix.
+    fn register_text(&self, session: &Session) -> Option<String> {
         let state_items = match session.cache_boundary() {
             Some(boundary) => &session.items()[..boundary],
             None => session.items(),
         };
         let ledger = Ledger::build(self.config.state.clone(), state_items);
-        let register_text = register::render(&ledger.facts());
+        register::render(&ledger.facts())
+    }
+
+    fn render(
+        &self,
+        live: &mut Live,
+        conv: &Conversation<'_>,
+        path: CompilePath,
+        new_items: usize,
+        items: usize,
+    ) -> Result<Compiled, SessionError> {
+        let recall = self.options.chat.expand_tool.is_some();
+        let system_item = live.has_system.then_some(0);
+        if live.session.cache_boundary().is_some() {
+            // Cache-stable: what was rendered stands until the next compaction step; only
+            // the new items are rendered.
+            let holds = live
+                .rendered
+                .as_ref()
+                .is_some_and(|r| r.holds_for(conv.format, &live.session, system_item));
+            if !holds {
+                let register_text = self.register_text(&live.session);
+                live.rendered = Some(Rendered::start(
+                    conv.format,
+                    &live.session,
+                    system_item,
+                    register_text.as_deref(),
+                )?);
+            }
+            if let Some(rendered) = live.rendered.as_mut() {
+                rendered.extend(&live.session)?;
+                return Ok(Compiled {
+                    body: rendered.body(conv, recall),
+                    context_id: live.context_id.clone(),
+                    path,
+                    items,
+                    new_items,
+                    receipts: rendered.receipts(),
+                });
+            }
+        }
+        let session = &live.session;
+        let register_text = self.register_text(session);
         let doc = ChatDoc {
             format: conv.format,
             envelope: Envelope::Object {
@@ -400,7 +434,11 @@ impl Sessions {
             .filter(|&i| session.plan_of(i).action() != ctxgc_core::Action::Keep)
             .count();
         Ok(Compiled {
-            body: rendered.text,
+            body: if recall {
+                crate::recall::offer_tool(conv.format, &rendered.text)
+            } else {
+                rendered.text
+            },
             context_id: live.context_id.clone(),
             path,
             items,

@@ -193,3 +193,166 @@ async fn anthropic_breakpoints_and_metrics() {
     assert!(read > 0);
     assert!(metrics.contains("ctxgc_gateway_responses_total{code=\"200\"} 2"));
 }
+
+/// The data of each event of a server-sent-event stream, with its event name.
+fn events(text: &str) -> Vec<(Option<String>, String)> {
+    text.split("\n\n")
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| {
+            let name = e
+                .lines()
+                .find_map(|l| l.strip_prefix("event: "))
+                .map(str::to_owned);
+            let data = e
+                .lines()
+                .find_map(|l| l.strip_prefix("data: "))
+                .unwrap_or("")
+                .to_owned();
+            (name, data)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recall_in_a_streamed_answer_continues_in_the_same_stream() {
+    let upstream = FakeUpstream::start().await;
+    let (_db, store) = sqlite_store();
+    let mut options = options_for(&upstream.base);
+    options.recall = true;
+    let gateway = TestGateway::start(options, Some(store)).await;
+    let http = reqwest::Client::new();
+    let file: String = (0..400)
+        .map(|i| format!("line {i}: fn item_{i}() {{}}\n"))
+        .collect();
+
+    // OpenAI Chat. The first request finds the stub's receipt id.
+    let chat = |model: &str, stream: bool| {
+        let mut body = conversation(model, &file);
+        body["stream"] = json!(stream);
+        body
+    };
+    let r = http
+        .post(format!("{}/v1/chat/completions", gateway.base))
+        .json(&chat("fake-model", false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let id = stub_id(&upstream.last().json());
+    let before = upstream.requests().len();
+    let r = http
+        .post(format!("{}/v1/chat/completions", gateway.base))
+        .json(&chat(&format!("recall:{id}"), true))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let text = r.text().await.unwrap();
+    let chunks = events(&text);
+    assert_eq!(chunks.last().unwrap().1, "[DONE]");
+    assert_eq!(chunks.iter().filter(|(_, d)| d == "[DONE]").count(), 1);
+    let mut content = String::new();
+    for (_, data) in &chunks[..chunks.len() - 1] {
+        let chunk: Value = serde_json::from_str(data).unwrap();
+        if let Some(delta) = chunk.pointer("/choices/0/delta") {
+            assert!(delta.get("tool_calls").is_none(), "{text}");
+            content.push_str(delta["content"].as_str().unwrap_or(""));
+        }
+    }
+    assert_eq!(content, format!("Let me check.recalled: {file}"));
+    let rounds = &upstream.requests()[before..];
+    assert_eq!(rounds.len(), 2);
+    let continued = rounds[1].json();
+    assert_eq!(continued["stream"], true);
+    let msgs = continued["messages"].as_array().unwrap();
+    let n = msgs.len();
+    assert_eq!(msgs[n - 2]["content"], "Let me check.");
+    assert_eq!(
+        msgs[n - 2]["tool_calls"][0]["function"]["name"],
+        "ctxgc_recall"
+    );
+    assert_eq!(
+        msgs[n - 2]["tool_calls"][0]["function"]["arguments"],
+        json!({"id": id}).to_string()
+    );
+    assert_eq!(msgs[n - 1]["role"], "tool");
+    assert_eq!(msgs[n - 1]["content"], file);
+
+    // Anthropic Messages.
+    let messages = |model: &str, stream: bool| {
+        json!({"model": model, "max_tokens": 64, "stream": stream,
+        "system": "You are a coding agent.",
+        "messages": [
+            {"role": "user", "content": "Look at src/lib.rs."},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1",
+                "name": "read_file", "input": {"path": "src/lib.rs"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                "content": file}]},
+            {"role": "assistant", "content": "I have read it."},
+            {"role": "user", "content": "What does line 100 say?"}
+        ]})
+    };
+    let post = |body: Value| {
+        http.post(format!("{}/v1/messages", gateway.base))
+            .header("x-api-key", "sk-ant-x")
+            .header("anthropic-version", "2023-06-01")
+            .json(&body)
+            .send()
+    };
+    let r = post(messages("fake-model", false)).await.unwrap();
+    assert_eq!(r.status(), 200);
+    let id = stub_id(&upstream.last().json());
+    let before = upstream.requests().len();
+    let r = post(messages(&format!("recall:{id}"), true)).await.unwrap();
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    let evs = events(&text);
+    let named = |name: &str| {
+        evs.iter()
+            .filter(|(n, _)| n.as_deref() == Some(name))
+            .count()
+    };
+    assert_eq!(named("message_start"), 1, "{text}");
+    assert_eq!(named("message_stop"), 1, "{text}");
+    assert_eq!(evs.last().unwrap().0.as_deref(), Some("message_stop"));
+    let mut blocks: Vec<String> = Vec::new();
+    for (name, data) in &evs {
+        let v: Value = serde_json::from_str(data).unwrap();
+        match name.as_deref() {
+            Some("content_block_start") => {
+                assert_eq!(v["content_block"]["type"], "text", "{text}");
+                assert_eq!(v["index"], blocks.len(), "blocks numbered in order");
+                blocks.push(String::new());
+            }
+            Some("content_block_delta") => {
+                let i = v["index"].as_u64().unwrap() as usize;
+                blocks[i].push_str(v["delta"]["text"].as_str().unwrap());
+            }
+            Some("message_delta") => assert_eq!(v["delta"]["stop_reason"], "end_turn"),
+            _ => {}
+        }
+    }
+    assert_eq!(
+        blocks,
+        ["Let me check.".to_owned(), format!("recalled: {file}")]
+    );
+    let rounds = &upstream.requests()[before..];
+    assert_eq!(rounds.len(), 2);
+    let continued = rounds[1].json();
+    let msgs = continued["messages"].as_array().unwrap();
+    let n = msgs.len();
+    assert_eq!(
+        msgs[n - 2]["content"],
+        json!([{"type": "text", "text": "Let me check."},
+            {"type": "tool_use", "id": "toolu_r1", "name": "ctxgc_recall", "input": {"id": id}}])
+    );
+    assert_eq!(msgs[n - 1]["content"][0]["tool_use_id"], "toolu_r1");
+    assert_eq!(msgs[n - 1]["content"][0]["content"], file);
+    gateway.stop().await;
+}

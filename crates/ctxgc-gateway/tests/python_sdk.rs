@@ -122,3 +122,97 @@ async fn official_sdks_work_through_the_gateway() {
     assert!(total.bytes_out < total.bytes_in, "{total:?}");
     gateway.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_sdks_read_one_stream_through_a_recall() {
+    let Some(python) = python() else {
+        return;
+    };
+    let upstream = FakeUpstream::start().await;
+    let (_db, store) = sqlite_store();
+    let mut options = options_for(&upstream.base);
+    options.recall = true;
+    let gateway = TestGateway::start(options, Some(store)).await;
+    let file: String = (0..400)
+        .map(|i| format!("line {i}: fn item_{i}() {{}}\n"))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let file_path = dir.path().join("lib.rs.txt");
+    std::fs::write(&file_path, &file).unwrap();
+
+    // The receipt ids the stubs name, from the same conversations sent once not streamed.
+    let http = reqwest::Client::new();
+    let chat = serde_json::json!({"model": "fake-model", "messages": [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Look at src/lib.rs."},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "read_file", "arguments": "{\"path\": \"src/lib.rs\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": file},
+        {"role": "user", "content": "What does line 100 say?"}]});
+    let r = http
+        .post(format!("{}/v1/chat/completions", gateway.base))
+        .json(&chat)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let chat_id = stub_id(&upstream.last().json());
+    let messages = serde_json::json!({"model": "fake-model", "max_tokens": 64,
+        "system": "You are a coding agent.", "messages": [
+        {"role": "user", "content": "Look at src/lib.rs."},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "read_file",
+            "input": {"path": "src/lib.rs"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": file}]},
+        {"role": "assistant", "content": "I have read it."},
+        {"role": "user", "content": "What does line 100 say?"}]});
+    let r = http
+        .post(format!("{}/v1/messages", gateway.base))
+        .header("anthropic-version", "2023-06-01")
+        .json(&messages)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let messages_id = stub_id(&upstream.last().json());
+
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/sdk_recall.py");
+    let run = tokio::process::Command::new(&python)
+        .arg(&script)
+        .arg(&gateway.base)
+        .arg(&file_path)
+        .arg(&chat_id)
+        .arg(&messages_id)
+        .output()
+        .await
+        .expect("the SDK clients run");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "SDK clients failed:\n{stderr}");
+    let out: Value = serde_json::from_slice(&run.stdout).expect("a JSON report");
+    let expected = format!("Let me check.recalled: {file}");
+    assert_eq!(out["chat_text"], expected);
+    assert_eq!(out["chat_tool_calls"], 0);
+    assert_eq!(out["chat_final"], expected);
+    assert_eq!(out["chat_final_tool_calls"], 0);
+    assert_eq!(
+        out["messages_final"],
+        serde_json::json!([
+            ["text", "Let me check."],
+            ["text", format!("recalled: {file}")]
+        ])
+    );
+    assert_eq!(out["messages_stop"], "end_turn");
+    // Each streamed call took two rounds upstream.
+    let recalled = upstream
+        .requests()
+        .iter()
+        .filter(|r| {
+            let body = r.json();
+            let last = body["messages"].as_array().and_then(|m| m.last()).cloned();
+            last.is_some_and(|m| {
+                m["tool_call_id"] == "call_r1" || m["content"][0]["tool_use_id"] == "toolu_r1"
+            })
+        })
+        .count();
+    assert_eq!(recalled, 3);
+    gateway.stop().await;
+}

@@ -245,3 +245,165 @@ async fn two_gateways_on_one_postgresql_serve_one_session() {
     b.stop().await;
     tokio::task::spawn_blocking(move || drop(db)).await.unwrap();
 }
+
+/// A deterministic agent session that makes compaction steps worth it: lookups repeated with
+/// the same or changed results, bulky JSON lists, long logs, state declarations (so the
+/// register changes at steps). Messages in OpenAI Chat form.
+fn stepping_session(seed: u64, turns: usize) -> Vec<Value> {
+    use serde_json::json;
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let mut next = move |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n.max(1)
+    };
+    let mut messages =
+        vec![json!({"role": "system", "content": "You are a support agent. Follow the policy."})];
+    for t in 0..turns {
+        messages.push(
+            json!({"role": "user", "content": format!("Request {t}: check order {}", next(4))}),
+        );
+        let tool = ["get_order", "list_flights", "read_log"][next(3) as usize];
+        let arg = next(3);
+        let id = format!("call_{t}");
+        messages.push(json!({"role": "assistant", "content": "", "tool_calls": [{
+            "id": id, "type": "function",
+            "function": {"name": tool, "arguments": json!({"id": arg}).to_string()}}]}));
+        let version = next(2);
+        let output = match tool {
+            "list_flights" => json!({"flights": (0..40).map(|r| json!({
+                "flight": format!("HAT{r:03}"), "price": 100 + r * 7 + version, "seats": r % 9,
+                "status": "available", "aircraft": "A320"})).collect::<Vec<_>>()}).to_string(),
+            "read_log" => (0..200).map(|l| format!("line {l}: ok v{version}\n")).collect(),
+            _ => json!({"order": arg, "status": if version == 0 { "pending" } else { "shipped" }, "items": [
+                {"sku": "A1", "qty": 1}, {"sku": "B2", "qty": 2}]}).to_string(),
+        };
+        messages.push(json!({"role": "tool", "tool_call_id": id, "content": output}));
+        let state = if next(3) == 0 {
+            format!(
+                "<contextgc-state>{{\"assert\": {{\"order\": \"{}\"}}}}</contextgc-state>",
+                next(4)
+            )
+        } else {
+            String::new()
+        };
+        messages.push(json!({"role": "assistant", "content": format!("Checked ({t}).{state}")}));
+    }
+    messages
+}
+
+/// The same session as an Anthropic Messages body's `system` and `messages`.
+fn as_anthropic(messages: &[Value]) -> (Value, Vec<Value>) {
+    use serde_json::json;
+    let system = messages[0]["content"].clone();
+    let mut out = Vec::new();
+    for m in &messages[1..] {
+        let converted = match (m["role"].as_str(), m.get("tool_calls")) {
+            (Some("assistant"), Some(calls)) => {
+                let call = &calls[0];
+                let input: Value =
+                    serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+                json!({"role": "assistant", "content": [{"type": "text", "text": "Looking."},
+                    {"type": "tool_use", "id": call["id"], "name": call["function"]["name"], "input": input}]})
+            }
+            (Some("tool"), _) => json!({"role": "user", "content": [{"type": "tool_result",
+                "tool_use_id": m["tool_call_id"], "content": m["content"]}]}),
+            _ => m.clone(),
+        };
+        out.push(converted);
+    }
+    (system, out)
+}
+
+/// Replays a session through the gateway as an agent does (the whole history before each
+/// assistant turn) and checks every upstream body against a stateless compile. Returns the
+/// compaction steps of the last request.
+async fn replay_stepping(path: &str, bodies: &[(String, Option<ctxgc_core::Format>)]) -> usize {
+    let upstream = FakeUpstream::start().await;
+    let (_db, store) = sqlite_store();
+    let options = options_for(&upstream.base);
+    let gateway = TestGateway::start(options.clone(), Some(store)).await;
+    let http = reqwest::Client::new();
+    let mut steps = 0;
+    let mut steps_seen = Vec::new();
+    for (n, (body, from)) in bodies.iter().enumerate() {
+        let r = http
+            .post(format!("{}{path}", gateway.base))
+            .header("content-type", "application/json")
+            .header("x-api-key", "sk-ant-test")
+            .header("anthropic-version", "2023-06-01")
+            .header("x-ctxgc-session", "stepping")
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        r.bytes().await.unwrap();
+        let sent = upstream.last().body;
+        let compiled = ctxgc_core::compile(
+            body,
+            &Options {
+                chat: options.chat_options(),
+                from: *from,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&sent),
+            compiled.output,
+            "request {n}: the spliced body differs from a stateless compile"
+        );
+        steps = compiled
+            .chat
+            .as_ref()
+            .and_then(|c| c.compaction_steps.as_ref())
+            .map_or(0, Vec::len);
+        steps_seen.push(steps);
+    }
+    let total = gateway.gateway.metrics().total();
+    assert_eq!(total.incremental as usize, bodies.len() - 1);
+    // Requests went on being compiled incrementally through the steps: some requests were
+    // made between two steps, and after the last one.
+    assert!(
+        steps_seen
+            .windows(2)
+            .filter(|w| w[0] == w[1] && w[0] > 0)
+            .count()
+            > 2,
+        "{steps_seen:?}"
+    );
+    gateway.stop().await;
+    steps
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kept_rendering_is_spliced_across_compaction_steps() {
+    let messages = stepping_session(7, 60);
+    // OpenAI Chat: the history before each assistant turn.
+    let mut chat = Vec::new();
+    for k in 2..messages.len() {
+        if messages[k]["role"] == "assistant" {
+            let body = serde_json::json!({"model": "fake-model", "messages": messages[..k],
+                "temperature": 0});
+            chat.push((body.to_string(), None));
+        }
+    }
+    let steps = replay_stepping("/v1/chat/completions", &chat).await;
+    assert!(steps >= 2, "{steps} compaction steps");
+
+    let (system, anthropic) = as_anthropic(&messages);
+    let mut bodies = Vec::new();
+    for k in 1..anthropic.len() {
+        if anthropic[k]["role"] == "assistant" {
+            let body = serde_json::json!({"model": "fake-model", "max_tokens": 64,
+                "system": system, "messages": anthropic[..k]});
+            bodies.push((body.to_string(), Some(ctxgc_core::Format::Anthropic)));
+        }
+    }
+    let steps = replay_stepping("/v1/messages", &bodies).await;
+    assert!(steps >= 2, "{steps} compaction steps");
+}

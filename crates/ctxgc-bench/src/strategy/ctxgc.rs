@@ -143,8 +143,16 @@ fn event_context(input: &crate::prepare::Prepared, output: &str) -> Context {
     }
 }
 
-/// Reads a compiled message list back through the front-end.
-pub(crate) fn message_context(format: Format, output: &str) -> Result<Context, StrategyError> {
+/// Reads a compiled message list (or a request body holding one) back through the
+/// front-end: one segment per item, structure left out.
+///
+/// ```
+/// use ctxgc_bench::strategy::ctxgc::message_context;
+/// let body = r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
+/// let context = message_context(ctxgc_core::Format::OpenaiChat, body).unwrap();
+/// assert_eq!(context.segments.len(), 1);
+/// ```
+pub fn message_context(format: Format, output: &str) -> Result<Context, StrategyError> {
     let options = Options {
         from: Some(format),
         ..Options::default()

@@ -10,7 +10,13 @@ use ctxgc_bench::run::{BenchConfig, InputFile, Progress, run};
 use ctxgc_bench::strategy::{BUILTIN, StrategyDefaults, default_specs, parse_spec};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use std::sync::Arc;
+
+use ctxgc_bench::context::Context;
+use ctxgc_bench::strategy::{Prefix, Strategy, StrategyError};
+
 use crate::Failure;
+use crate::cmd::bench_gateway;
 use crate::input::CompileOptions;
 
 /// Arguments of `ctxgc bench`.
@@ -26,6 +32,10 @@ pub struct BenchArgs {
     /// or external:COMMAND. `--list-strategies` lists them.
     #[arg(long = "strategy", value_name = "SPEC")]
     pub strategies: Vec<String>,
+    /// Also replay every chat conversation through `ctxgc gateway` (in process, on loopback,
+    /// against a fake provider answering with the recorded turns): strategy `gateway`.
+    #[arg(long)]
+    pub through_gateway: bool,
     /// List the built-in strategies and exit.
     #[arg(long)]
     pub list_strategies: bool,
@@ -105,6 +115,11 @@ pub fn run_bench(args: BenchArgs) -> Result<(), Failure> {
             );
         }
         println!(
+            "{:<20} {} (not run by default; --through-gateway)",
+            crate::cmd::bench_gateway::NAME,
+            crate::cmd::bench_gateway::SUMMARY
+        );
+        println!(
             "{:<20} any other compactor: COMMAND reads the history (JSON list) on stdin and prints the compacted list",
             "external:COMMAND"
         );
@@ -117,14 +132,38 @@ pub fn run_bench(args: BenchArgs) -> Result<(), Failure> {
         clear_keep: args.clear_keep,
         external_timeout: Duration::from_secs_f64(timeout),
     };
-    let specs: Vec<String> = if args.strategies.is_empty() {
+    let mut specs: Vec<String> = if args.strategies.is_empty() {
         default_specs().into_iter().map(str::to_owned).collect()
     } else {
         args.strategies.clone()
     };
+    if args.through_gateway && !specs.iter().any(|s| s.trim() == bench_gateway::NAME) {
+        specs.push(bench_gateway::NAME.to_owned());
+    }
+    let options = args.options.to_options()?;
+    // The gateway strategy is built here (it needs the gateway, which the bench crate does
+    // not know), and kept at hand for its totals.
+    let mut through: Option<Arc<bench_gateway::ThroughGateway>> = None;
     let strategies = specs
         .iter()
-        .map(|s| parse_spec(s, &defaults).map_err(|e| Failure::Usage(e.to_string())))
+        .map(|s| {
+            if s.trim() == bench_gateway::NAME {
+                let gateway = match &through {
+                    Some(g) => g.clone(),
+                    None => {
+                        let g = Arc::new(
+                            bench_gateway::ThroughGateway::start(options.tokenizer)
+                                .map_err(|e| Failure::Input(format!("--through-gateway: {e}")))?,
+                        );
+                        through = Some(g.clone());
+                        g
+                    }
+                };
+                Ok(Box::new(Shared(gateway)) as Box<dyn Strategy>)
+            } else {
+                parse_spec(s, &defaults).map_err(|e| Failure::Usage(e.to_string()))
+            }
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let mut files: Vec<InputFile> = Vec::new();
     if args.sample {
@@ -157,7 +196,7 @@ pub fn run_bench(args: BenchArgs) -> Result<(), Failure> {
         explain: args.explain,
         timing: !args.no_timing,
         limit: args.limit,
-        options: args.options.to_options()?,
+        options,
     };
 
     let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
@@ -177,6 +216,9 @@ pub fn run_bench(args: BenchArgs) -> Result<(), Failure> {
     };
     let report = run(&files, &config, &mut on_progress);
     bar.finish_and_clear();
+    if let Some(gateway) = &through {
+        eprintln!("ctxgc: {}", bench_gateway::summary(&gateway.totals()));
+    }
 
     let write_to = |path: &Option<PathBuf>, text: String| -> Result<(), Failure> {
         match path {
@@ -217,5 +259,20 @@ pub fn run_bench(args: BenchArgs) -> Result<(), Failure> {
             unreadable.len(),
             unreadable.join(", ")
         )))
+    }
+}
+
+/// The gateway strategy, shared with the caller that reports its totals.
+struct Shared(Arc<bench_gateway::ThroughGateway>);
+
+impl Strategy for Shared {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn description(&self) -> String {
+        self.0.description()
+    }
+    fn compact(&self, prefix: Prefix<'_>) -> Result<Context, StrategyError> {
+        self.0.compact(prefix)
     }
 }

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod bench_gateway;
 pub mod compile;
 pub mod diff;
 pub mod explain;

@@ -146,8 +146,23 @@ fn rewrite_value(
     Ok(value)
 }
 
-/// The item as it is sent, or `None` when it is retired.
-fn item_json(
+/// Item `i` of a compiled session as it is sent in its own format (`system`: it is the
+/// Anthropic top-level system value), or `None` when it is retired. Depends only on the item
+/// and its plan, so a caller that keeps rendered messages between compiles (the gateway) can
+/// render only what is new while the plans stand.
+///
+/// ```
+/// use ctxgc_core::render::messages::item_json;
+/// use ctxgc_core::{Format, Session};
+/// let doc = ctxgc_core::chat::lowering::lower_document(
+///     r#"[{"role": "user", "content": "hi"}]"#, Format::OpenaiChat).unwrap();
+/// let mut session = Session::new(Default::default());
+/// session.extend(doc.items).unwrap();
+/// session.compile();
+/// let json = item_json(Format::OpenaiChat, &session, 0, false).unwrap();
+/// assert_eq!(json.as_deref(), Some(r#"{"role": "user", "content": "hi"}"#));
+/// ```
+pub fn item_json(
     format: Format,
     session: &Session,
     i: usize,

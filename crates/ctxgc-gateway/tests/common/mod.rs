@@ -322,6 +322,99 @@ fn stream_events(api: Api, model: &str, text: &str, input: u64) -> Vec<String> {
     out
 }
 
+/// The events of a streamed answer that says a few words, then calls `ctxgc_recall` for
+/// `id` (its arguments in two pieces), as OpenAI Chat and Anthropic stream them.
+fn stream_recall_events(api: Api, model: &str, id: &str) -> Vec<String> {
+    let args = json!({"id": id}).to_string();
+    let (one, two) = args.split_at(args.len() / 2);
+    let data = |v: Value| format!("data: {v}\n\n");
+    let event = |name: &str, v: Value| format!("event: {name}\ndata: {v}\n\n");
+    match api {
+        Api::Messages => {
+            let mut start_usage = usage(api, 10);
+            start_usage["output_tokens"] = json!(1);
+            vec![
+                event(
+                    "message_start",
+                    json!({"type": "message_start", "message": {"id": "msg_r",
+                    "type": "message", "role": "assistant", "model": model, "content": [],
+                    "stop_reason": null, "stop_sequence": null, "usage": start_usage}}),
+                ),
+                event(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": 0,
+                    "content_block": {"type": "text", "text": ""}}),
+                ),
+                event(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": 0,
+                    "delta": {"type": "text_delta", "text": "Let me check."}}),
+                ),
+                event(
+                    "content_block_stop",
+                    json!({"type": "content_block_stop", "index": 0}),
+                ),
+                event(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": 1,
+                    "content_block": {"type": "tool_use", "id": "toolu_r1", "name": "ctxgc_recall", "input": {}}}),
+                ),
+                event(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": 1,
+                    "delta": {"type": "input_json_delta", "partial_json": one}}),
+                ),
+                event(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": 1,
+                    "delta": {"type": "input_json_delta", "partial_json": two}}),
+                ),
+                event(
+                    "content_block_stop",
+                    json!({"type": "content_block_stop", "index": 1}),
+                ),
+                event(
+                    "message_delta",
+                    json!({"type": "message_delta",
+                    "delta": {"stop_reason": "tool_use", "stop_sequence": null}, "usage": {"output_tokens": 9}}),
+                ),
+                event("message_stop", json!({"type": "message_stop"})),
+            ]
+        }
+        _ => {
+            let chunk = |delta: Value, finish: Value| {
+                data(
+                    json!({"id": "chatcmpl-r", "object": "chat.completion.chunk", "created": 1700000000,
+                    "model": model, "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]}),
+                )
+            };
+            vec![
+                chunk(json!({"role": "assistant", "content": ""}), Value::Null),
+                chunk(json!({"content": "Let me check."}), Value::Null),
+                chunk(
+                    json!({"tool_calls": [{"index": 0, "id": "call_r1", "type": "function",
+                    "function": {"name": "ctxgc_recall", "arguments": ""}}]}),
+                    Value::Null,
+                ),
+                chunk(
+                    json!({"tool_calls": [{"index": 0, "function": {"arguments": one}}]}),
+                    Value::Null,
+                ),
+                chunk(
+                    json!({"tool_calls": [{"index": 0, "function": {"arguments": two}}]}),
+                    Value::Null,
+                ),
+                chunk(json!({}), json!("tool_calls")),
+                data(
+                    json!({"id": "chatcmpl-r", "object": "chat.completion.chunk", "created": 1700000000,
+                    "model": model, "choices": [], "usage": usage(Api::Chat, 10)}),
+                ),
+                "data: [DONE]\n\n".to_owned(),
+            ]
+        }
+    }
+}
+
 fn sse(events: Vec<String>) -> Response {
     let stream = futures_util::stream::iter(
         events
@@ -430,6 +523,13 @@ async fn fake(State(state): State<Arc<FakeState>>, request: Request) -> Response
     }
     if let Some(id) = model.strip_prefix("recall:") {
         return match recall_result(&request) {
+            None if stream => sse(stream_recall_events(api, &model, id)),
+            Some(result) if stream => sse(stream_events(
+                api,
+                &model,
+                &format!("recalled: {result}"),
+                input,
+            )),
             None => json_response(StatusCode::OK, recall_call_json(api, &model, id)),
             Some(result) => json_response(
                 StatusCode::OK,
@@ -540,4 +640,29 @@ pub fn corpus() -> Option<std::path::PathBuf> {
             std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus")
         });
     dir.is_dir().then_some(dir)
+}
+
+/// Every string inside a JSON value.
+fn strings(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(list) => list.iter().for_each(|x| strings(x, out)),
+        Value::Object(map) => map.values().for_each(|x| strings(x, out)),
+        _ => {}
+    }
+}
+
+/// The receipt id a stub in this upstream body names.
+pub fn stub_id(sent: &Value) -> String {
+    let mut all = Vec::new();
+    strings(sent, &mut all);
+    let stub = all
+        .iter()
+        .find(|s| s.contains("call ctxgc_recall with id \""))
+        .expect("a stub that names its receipt");
+    stub.split("call ctxgc_recall with id \"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_owned()
 }
