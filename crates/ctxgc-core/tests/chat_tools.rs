@@ -381,7 +381,11 @@ fn long_text_is_folded_with_errors_kept_and_every_gap_marked() {
     let c = run_with(&ran, recall());
     assert_eq!(decision(&c, "m1").0, Action::Keep);
     let c = run(&answered(&ran));
-    assert_eq!(decision(&c, "m1").0, Action::Keep, "no recall tool: not folded");
+    assert_eq!(
+        decision(&c, "m1").0,
+        Action::Keep,
+        "no recall tool: not folded"
+    );
     assert!(c.would_save_tokens > 0);
     let why = c.chat.as_ref().unwrap().payloads[1].untouched.unwrap();
     assert!(why.contains("withheld"), "{why}");
