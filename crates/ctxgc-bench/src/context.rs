@@ -49,6 +49,7 @@ pub struct Segment {
 ///         Segment { text: "[e2] x = 20\n".into(), kind: SegmentKind::Content },
 ///     ],
 ///     recoverable: ["e1".to_string()].into(),
+///     recall_offered: true,
 ///     items_kept: 1,
 /// };
 /// assert_eq!(ctx.visible_text(), "[e2] x = 20\n");
@@ -57,9 +58,13 @@ pub struct Segment {
 pub struct Context {
     /// The segments, in the order the model reads them.
     pub segments: Vec<Segment>,
-    /// Ids of removed or rewritten items whose originals the model can get back: a receipt
-    /// stub in this context names them and the strategy holds their originals.
+    /// Ids of removed or rewritten items whose originals the strategy holds and a receipt
+    /// stub in this context names. The model can get them back only when `recall_offered`.
     pub recoverable: BTreeSet<String>,
+    /// True when the request offers the model a recall tool (`expand_tool`, the gateway's
+    /// `ctxgc_recall`) that answers with a named receipt's original. Without one a stub's
+    /// reference can be redeemed by nobody, so nothing it names is recoverable.
+    pub recall_offered: bool,
     /// How many items of the input the context carries, as they were or rewritten.
     pub items_kept: usize,
 }
@@ -241,9 +246,15 @@ pub fn with_outputs_cleared(item: &Item, placeholder: &str) -> Option<Item> {
 }
 
 /// Words of a text as ids are written (`e01_sub`, `m12`, `tr_code_1`): used to find which ids a
-/// receipt stub names.
+/// receipt stub names. A backslash separates words too: inside a JSON string a stub's quotes
+/// are escaped (`with id \"m8\"`).
+///
+/// ```
+/// let words = ctxgc_bench::context::id_words(r#"call ctxgc_recall with id \"m8\" for it"#);
+/// assert!(words.contains("m8"));
+/// ```
 pub fn id_words(text: &str) -> BTreeSet<&str> {
-    text.split(|c: char| c.is_whitespace() || "[](){};,:\"'".contains(c))
+    text.split(|c: char| c.is_whitespace() || "[](){};,:\"'\\".contains(c))
         .filter(|w| !w.is_empty())
         .collect()
 }

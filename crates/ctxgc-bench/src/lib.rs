@@ -28,7 +28,8 @@
 //! let report = run(&[InputFile { path: "trace.json".into(), text: Ok(trace.into()) }], &config, &mut |_| {});
 //! let names: Vec<&str> = report.totals.iter().map(|s| s.strategy.as_str()).collect();
 //! assert_eq!(names, ["full", "truncate-events", "truncate-tokens", "clear-tool-results",
-//!                    "ctxgc", "ctxgc-lossless", "ctxgc-aggressive", "ctxgc-cache"]);
+//!                    "ctxgc", "ctxgc-recall", "ctxgc-projection", "ctxgc-lossless",
+//!                    "ctxgc-aggressive", "ctxgc-cache"]);
 //! let ctxgc = &report.totals[4];
 //! assert_eq!(ctxgc.strategy, "ctxgc");
 //! assert!(ctxgc.reduction.unwrap() > 0.0);
@@ -37,6 +38,7 @@
 
 pub mod context;
 pub mod html;
+pub mod long;
 pub mod prepare;
 pub mod probes;
 pub mod replay;

@@ -65,6 +65,9 @@ pub struct Prepared {
     pub probes: Option<Probes>,
     /// The size truncation matches, or why it is unknown.
     pub calibration: Result<Calibration, String>,
+    /// A projection learned from the *other* conversations of the same input (leave-one-out),
+    /// set by the runner when a strategy asks for it.
+    pub projection: Option<ctxgc_core::projection::Projection>,
 }
 
 impl Prepared {
@@ -144,6 +147,7 @@ impl Prepared {
             item_values,
             probes,
             calibration: Err("not calibrated yet".into()),
+            projection: None,
         }
     }
 
@@ -245,6 +249,35 @@ fn json_list(items: &[ctxgc_core::Item]) -> String {
     }
     out.push(']');
     out
+}
+
+/// Sets each conversation's [`Prepared::projection`] to the projection learned from all the
+/// others of `group` (leave-one-out): usage is observed once per conversation and each one's
+/// counts are subtracted from the total, so the cost is linear in the conversations.
+pub fn learn_leave_one_out(group: &mut [Prepared]) {
+    use ctxgc_core::projection::counts::observe_run;
+    use ctxgc_core::projection::measure::MeasureOptions;
+    use ctxgc_core::projection::{Counts, Projection, Run};
+    let Some(first) = group.first() else { return };
+    let options = MeasureOptions {
+        tokenizer: first.options.tokenizer,
+        ..MeasureOptions::default()
+    };
+    let observed: Vec<Counts> = group
+        .iter()
+        .map(|p| {
+            let run = Run::from_items(p.conversation.id.clone(), &p.conversation.items);
+            observe_run(&run, &options.usage, options.tokenizer).counts
+        })
+        .collect();
+    let total = Counts::sum(observed.iter());
+    for (p, own) in group.iter_mut().zip(&observed) {
+        p.projection = Some(Projection::learn(
+            &total.without(own),
+            &options.learn,
+            options.tokenizer,
+        ));
+    }
 }
 
 /// What a turn uses: a tool call's arguments, an assistant message's text and calls, a

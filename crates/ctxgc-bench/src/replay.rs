@@ -81,7 +81,12 @@ pub struct Replay {
     pub input_tokens: u64,
     /// Of which read from the cache.
     pub cached_tokens: u64,
-    /// Effective input cost, in uncached-token units.
+    /// Recall requests: after a request, one more for each original the model had to get back
+    /// through the recall tool (counted apart from `requests`).
+    pub recall_requests: usize,
+    /// Tokens of the originals recalled.
+    pub recalled_tokens: u64,
+    /// Effective input cost, in uncached-token units (recall requests included).
     pub cost: f64,
     /// `full`'s cost on the same conversation.
     pub full_cost: f64,
@@ -94,6 +99,8 @@ pub struct Replay {
 #[derive(Debug, Default)]
 pub struct Replayer {
     previous: Vec<(blake3::Hash, usize)>,
+    /// Tokens recalled since the last request (they sit after it in the recall request).
+    recalled_so_far: usize,
     /// The bill so far.
     pub bill: Replay,
 }
@@ -133,5 +140,35 @@ impl Replayer {
         self.bill.cost +=
             model.cache_read * cached as f64 + model.cache_write * (total - cached) as f64;
         self.previous = current;
+        self.recalled_so_far = 0;
+    }
+
+    /// Prices one recall after the last request: the model calls the recall tool and sends the
+    /// request again with the original appended. The request's own tokens (and earlier recalls
+    /// of the same turn) are read from the cache; the recalled original is written to it. The
+    /// next request is compared with the last one sent by [`Replayer::send`].
+    ///
+    /// ```
+    /// use ctxgc_bench::context::{Context, Segment, SegmentKind};
+    /// use ctxgc_bench::replay::{CacheModel, Replayer, TokenCache};
+    /// let mut tokens = TokenCache::new(Default::default());
+    /// let mut replay = Replayer::default();
+    /// let ctx = Context { segments: vec![Segment { text: "hello world\n".into(), kind: SegmentKind::Content }], ..Default::default() };
+    /// replay.send(&ctx, &mut tokens, CacheModel::default());
+    /// let before = replay.bill.cost;
+    /// replay.recall(100, CacheModel::default());
+    /// assert_eq!(replay.bill.recall_requests, 1);
+    /// assert!((replay.bill.cost - before - (0.1 * 3.0 + 1.25 * 100.0)).abs() < 1e-9);
+    /// ```
+    pub fn recall(&mut self, recalled_tokens: usize, model: CacheModel) {
+        let prefix: usize =
+            self.previous.iter().map(|(_, n)| n).sum::<usize>() + self.recalled_so_far;
+        self.bill.recall_requests += 1;
+        self.bill.recalled_tokens += recalled_tokens as u64;
+        self.bill.input_tokens += (prefix + recalled_tokens) as u64;
+        self.bill.cached_tokens += prefix as u64;
+        self.bill.cost +=
+            model.cache_read * prefix as f64 + model.cache_write * recalled_tokens as f64;
+        self.recalled_so_far += recalled_tokens;
     }
 }

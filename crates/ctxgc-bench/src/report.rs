@@ -162,10 +162,16 @@ pub struct Summary {
     pub turns: usize,
     /// Values used.
     pub used_values: usize,
-    /// Values missed.
+    /// Values missed: not visible and not recallable (unrecoverable).
     pub missed_values: usize,
-    /// Values not visible but recoverable through a receipt stub.
+    /// Values not visible but recalled through a receipt stub and the recall tool.
     pub recovered_values: usize,
+    /// Recalls (one request each), apart from misses.
+    pub recalls: usize,
+    /// Requests replayed (agent turns with history), recalls not included.
+    pub requests: usize,
+    /// `recalls / requests`: the share of requests that needed a recall request after them.
+    pub recall_share: Option<f64>,
     /// `missed_values / used_values`.
     pub miss_rate: Option<f64>,
     /// Turns with a miss.
@@ -212,6 +218,9 @@ pub fn summarize<'a>(
         used_values: 0,
         missed_values: 0,
         recovered_values: 0,
+        recalls: 0,
+        requests: 0,
+        recall_share: None,
         miss_rate: None,
         turns_with_miss: 0,
         probes: Vec::new(),
@@ -244,6 +253,8 @@ pub fn summarize<'a>(
         s.used_values += m.survival.used_values;
         s.missed_values += m.survival.missed_values;
         s.recovered_values += m.survival.recovered_values;
+        s.recalls += m.survival.recalls;
+        s.requests += m.replay.requests;
         s.turns_with_miss += m.survival.turns_with_miss;
         for p in m.probes.iter().flatten() {
             match s.probes.iter_mut().find(|q| q.name == p.name) {
@@ -278,6 +289,7 @@ pub fn summarize<'a>(
         s.tool_output_tokens_before as f64,
     );
     s.miss_rate = ratio(s.missed_values as f64, s.used_values as f64);
+    s.recall_share = ratio(s.recalls as f64, s.requests as f64);
     s.replay_relative = ratio(s.replay_cost, s.full_replay_cost);
     s.cached_share = ratio(cached_tokens as f64, input_tokens as f64);
     s.wall_ms_mean = ratio(s.wall_ms_total, n);

@@ -42,6 +42,9 @@ pub struct BenchConfig {
     pub limit: Option<usize>,
     /// How inputs are read (format, unknown events, tokenizer).
     pub options: Options,
+    /// Concatenate each input's conversations into sessions of at least this many tokens
+    /// ([`crate::long`]).
+    pub long_sessions: Option<usize>,
 }
 
 impl Default for BenchConfig {
@@ -56,6 +59,7 @@ impl Default for BenchConfig {
             timing: true,
             limit: None,
             options: Options::default(),
+            long_sessions: None,
         }
     }
 }
@@ -80,7 +84,11 @@ pub enum Progress<'a> {
 /// Loads one input: its conversations, prepared, or why it could not be read.
 pub fn load(file: &InputFile, config: &BenchConfig) -> Result<Vec<Prepared>, String> {
     let text = file.text.as_ref().map_err(Clone::clone)?;
-    let conversations = lower_conversations(text, &config.options).map_err(|e| e.to_string())?;
+    let mut conversations =
+        lower_conversations(text, &config.options).map_err(|e| e.to_string())?;
+    if let Some(target) = config.long_sessions {
+        conversations = crate::long::concatenate(&conversations, target, &config.options)?;
+    }
     let take = config.limit.unwrap_or(usize::MAX);
     conversations
         .into_iter()
@@ -186,6 +194,11 @@ fn run_loaded(
     let mut tokens = TokenCache::new(config.options.tokenizer);
     let calibrator = Ctxgc::default_configuration();
     let baseline = Full;
+    if config.strategies.iter().any(|s| s.wants_projection()) {
+        for (_, prepared) in &mut loaded {
+            crate::prepare::learn_leave_one_out(prepared);
+        }
+    }
     let mut conversations = Vec::new();
     for (file, prepared) in &mut loaded {
         for input in prepared.iter_mut() {
@@ -292,8 +305,11 @@ fn replay_strategy(
             .compact(Prefix { input, len: t })
             .map_err(|e| format!("before turn {t} ({}): {e}", input.conversation.items[t].id))?;
         request_ms += millis(start, config.timing);
-        check_turn(input, k, &context, values, &mut survival, config.explain);
+        let recalled = check_turn(input, k, &context, values, &mut survival, config.explain);
         replayer.send(&context, tokens, config.cache);
+        for i in recalled {
+            replayer.recall(input.tokens[i], config.cache);
+        }
     }
     let whole = Prefix {
         input,

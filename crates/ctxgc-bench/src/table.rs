@@ -1,8 +1,9 @@
 //! The terminal table: one block per input file, one row per strategy, then the totals.
 //!
 //! Columns: conversations benched (and failed), tokens after / before, reduction, tool-output
-//! reduction, used values missed (of used), used values found only through a receipt stub,
-//! turns with a miss, probe passes per probe,
+//! reduction, used values lost beyond recall (of used), used values recalled through a receipt
+//! stub and the recall tool with the recall requests that took (and their share of requests),
+//! turns with a loss, probe passes per probe,
 //! determinism, replayed cost relative to `full` and the share of it read from the cache, and
 //! mean milliseconds per whole-conversation compile.
 
@@ -22,9 +23,9 @@ const HEADER: [&str; 12] = [
     "tokens after / before",
     "reduction",
     "tool-out red.",
-    "missed / used",
-    "via receipt",
-    "turns w/ miss",
+    "lost / used",
+    "recalled (recalls)",
+    "turns w/ loss",
     "probes",
     "determ.",
     "replay vs full (cached)",
@@ -76,7 +77,16 @@ fn row(s: &Summary) -> [String; 12] {
             thousands(s.used_values as u64),
             pct(s.miss_rate)
         ),
-        thousands(s.recovered_values as u64),
+        if s.recalls == 0 {
+            thousands(s.recovered_values as u64)
+        } else {
+            format!(
+                "{} ({}, {})",
+                thousands(s.recovered_values as u64),
+                thousands(s.recalls as u64),
+                pct(s.recall_share)
+            )
+        },
         format!("{} / {}", s.turns_with_miss, s.turns),
         probes,
         determ,

@@ -38,6 +38,18 @@ fn every_strategy_runs_on_every_corpus_file() {
     for file in &report.files {
         assert_eq!(file.error, None, "{}", file.path);
         assert_eq!(file.conversations, PER_FILE, "{}", file.path);
+        // Nothing the agent used is lost beyond recall under the default preset, with or
+        // without a recall tool, nor with projections; each recall is one priced request.
+        for s in &file.summaries {
+            if ["ctxgc", "ctxgc-recall", "ctxgc-projection"].contains(&s.strategy.as_str()) {
+                assert_eq!(s.missed_values, 0, "{} {}", file.path, s.strategy);
+            }
+        }
+    }
+    for c in &report.conversations {
+        for m in c.results.iter().filter_map(|r| r.metrics.as_ref()) {
+            assert_eq!(m.replay.recall_requests, m.survival.recalls);
+        }
     }
     for c in &report.conversations {
         assert_eq!(c.results.len(), report.strategies.len());

@@ -127,8 +127,9 @@ fn values_are_matched_as_whole_words_and_short_values_are_not_counted() {
 
 #[test]
 fn truncation_to_one_event_loses_the_value_ctxgc_keeps_a_receipt_for() {
-    // The agent uses the superseded value: ctxgc retires e1 but its stub names it, so the
-    // value is recoverable; a one-event window drops it outright.
+    // The agent uses the superseded value: ctxgc retires e1 and its stub names it, so with a
+    // recall tool offered the value is recalled (one priced recall); without one the stub can
+    // be redeemed by nobody and it is lost; a one-event window drops it outright.
     let trace = r#"[
       {"id": "e1", "type": "set_var", "timestamp": 1, "key": "cfg", "value": "cfg_alpha_01"},
       {"id": "e2", "type": "set_var", "timestamp": 2, "key": "cfg", "value": "cfg_beta_02"},
@@ -137,10 +138,21 @@ fn truncation_to_one_event_loses_the_value_ctxgc_keeps_a_receipt_for() {
     let report = bench_text(
         "trace.json",
         trace,
-        &config(&["full", "ctxgc", "truncate-events:n=1"]),
+        &config(&["full", "ctxgc", "ctxgc-recall", "truncate-events:n=1"]),
     );
     assert_eq!(metrics(&report, 0, "full").survival.used_values, 2);
-    assert_eq!(metrics(&report, 0, "ctxgc").survival.missed_values, 0);
+    let recalled = metrics(&report, 0, "ctxgc-recall");
+    assert_eq!(recalled.survival.missed_values, 0);
+    assert_eq!(
+        (
+            recalled.survival.recovered_values,
+            recalled.survival.recalls
+        ),
+        (1, 1)
+    );
+    assert_eq!(recalled.replay.recall_requests, 1);
+    assert_eq!(metrics(&report, 0, "ctxgc").survival.missed_values, 1);
+    assert_eq!(metrics(&report, 0, "ctxgc").survival.recalls, 0);
     let truncated = metrics(&report, 0, "truncate-events:n=1");
     assert_eq!(truncated.survival.missed_values, 1);
     let miss = &truncated.survival.misses[0];

@@ -73,6 +73,7 @@ impl Options {
                 projection: projection.clone(),
                 recall_tool: self.chat.expand_tool.clone(),
                 keep_tools: self.chat.keep_tools.clone(),
+                withhold: crate::chat::withholds_lossy(&self.chat),
             })
     }
 }
@@ -106,6 +107,11 @@ pub struct Compiled {
     pub tokens_before: usize,
     /// Exact tokens of `output`.
     pub tokens_after: usize,
+    /// Tokens that lossy rewrites withheld for want of a recall tool (the `default` preset
+    /// without `expand_tool`: sampling, folding, a projection) would have saved on outputs the
+    /// agent has answered, measured against what was sent instead. 0 when none was withheld.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub would_save_tokens: usize,
     /// The tokenizer that counted.
     pub tokenizer: &'static str,
     /// One decision per item, in input order.
@@ -121,6 +127,10 @@ pub struct Compiled {
     /// For JSONL of conversation records: each record's own report.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub records: Vec<crate::chat::compile::RecordCompiled>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// An empty event-trace [`Session`] configured by `options`: retention, the event passes (with
@@ -226,6 +236,7 @@ pub fn report_events_counting(
         format: Format::Events,
         tokens_before,
         tokens_after,
+        would_save_tokens: session.would_save_tokens(),
         output: rendered.text,
         tokenizer: tokenizer.name(),
         decisions,

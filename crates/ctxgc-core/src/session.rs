@@ -527,6 +527,25 @@ impl Session {
         }
     }
 
+    /// Tokens that withheld lossy rewrites (no recall tool) would have saved, over the items
+    /// still sent: see [`crate::passes::lossy`].
+    pub fn would_save_tokens(&self) -> usize {
+        (0..self.items.len())
+            .filter(|&i| self.plan_of(i).action() != Action::Retire)
+            .map(|i| self.withheld_of(i))
+            .sum()
+    }
+
+    /// Tokens a withheld lossy rewrite of item `i` would have saved (0: none withheld).
+    pub fn withheld_of(&self, i: usize) -> usize {
+        let cx = self.cx();
+        self.passes
+            .iter()
+            .map(|p| p.withheld(&cx, i))
+            .find(|&w| w > 0)
+            .unwrap_or(0)
+    }
+
     /// Reasons in force, for counting.
     pub fn reason_of(&self, i: usize) -> Option<Reason> {
         self.plan_of(i).verdict.map(|v| v.reason)

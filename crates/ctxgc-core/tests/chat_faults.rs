@@ -216,6 +216,8 @@ fn safety_signals_are_words_in_rows_and_lines_and_pii_rows_say_so() {
             {"id": "b", "type": "function", "function": {"name": "build", "arguments": "{}"}}]}),
         json!({"role": "tool", "tool_call_id": "a", "content": Value::Array(rows).to_string()}),
         json!({"role": "tool", "tool_call_id": "b", "content": log.join("\n")}),
+        // The agent has read both outputs whole: they may be sampled and folded now.
+        json!({"role": "assistant", "content": "Read both."}),
     ];
     let c = run(&messages, Preset::Aggressive);
     let o = out(&c);

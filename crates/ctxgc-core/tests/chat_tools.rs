@@ -29,6 +29,22 @@ fn run(messages: &[Value]) -> Compiled {
     run_with(messages, ChatOptions::default())
 }
 
+/// The default preset with a recall tool: where its lossy rewrites apply.
+fn recall() -> ChatOptions {
+    ChatOptions {
+        expand_tool: Some("expand".into()),
+        ..Default::default()
+    }
+}
+
+/// `messages` followed by the agent's answer: outputs before it have been read whole, so a
+/// lossy rewrite may apply to them.
+fn answered(messages: &[Value]) -> Vec<Value> {
+    let mut out = messages.to_vec();
+    out.push(json!({"role": "assistant", "content": "Noted."}));
+    out
+}
+
 fn preset(p: Preset) -> ChatOptions {
     ChatOptions {
         preset: p,
@@ -201,22 +217,21 @@ fn stubs_name_a_receipt_to_fetch_only_when_the_model_has_a_recall_tool() {
         .map(|i| json!({"sku": i, "name": format!("item {i}")}))
         .collect();
     let list = json!({"inventory": rows}).to_string();
-    let messages = [call("c1", "list", json!({})), result("c1", &list)];
-    let c = run(&messages);
+    let messages = answered(&[call("c1", "list", json!({})), result("c1", &list)]);
+    // `aggressive` samples without a recall tool: its note names no tool call.
+    let c = run_with(&messages, preset(Preset::Aggressive));
     let text = content(&c, 1);
     assert!(
         text.contains("the full output is kept by the operator (ctxgc receipt m1)"),
         "{text}"
     );
     assert!(!text.contains("call "));
-    let c = run_with(
-        &messages,
-        ChatOptions {
-            expand_tool: Some("expand".into()),
-            ..Default::default()
-        },
-    );
+    let c = run_with(&messages, recall());
     assert!(content(&c, 1).contains("call expand with id \"m1\" for the full output"));
+    // `default` without a recall tool does not sample at all: it says what that would save.
+    let c = run(&messages);
+    assert_ne!(decision(&c, "m1").1, Some(Reason::SampleRows));
+    assert!(c.would_save_tokens > 0);
 }
 
 #[test]
@@ -295,7 +310,16 @@ fn inventory(n: usize) -> Value {
 #[test]
 fn sampling_keeps_every_safety_row_and_says_what_it_omitted() {
     let text = inventory(40).to_string();
-    let c = run(&[call("c1", "list_inventory", json!({})), result("c1", &text)]);
+    let listed = [call("c1", "list_inventory", json!({})), result("c1", &text)];
+    // Before the agent has answered it the list goes whole, and so it does without a recall
+    // tool.
+    let c = run_with(&listed, recall());
+    assert_eq!(decision(&c, "m1").0, Action::Keep);
+    let c = run(&answered(&listed));
+    assert_eq!(decision(&c, "m1").0, Action::Keep);
+    assert!(c.would_save_tokens > 0, "what sampling would save is said");
+    let c = run_with(&answered(&listed), recall());
+    assert_eq!(c.would_save_tokens, 0);
     assert_eq!(decision(&c, "m1").1, Some(Reason::SampleRows));
     let new = content(&c, 1);
     let (note, body) = new.split_once('\n').unwrap();
@@ -327,10 +351,10 @@ fn sampling_keeps_every_safety_row_and_says_what_it_omitted() {
     );
     assert_ne!(decision(&c, "m1").1, Some(Reason::SampleRows));
     let c = run_with(
-        &[call("c1", "list_inventory", json!({})), result("c1", &text)],
+        &answered(&listed),
         ChatOptions {
             max_rows: Some(100),
-            ..Default::default()
+            ..recall()
         },
     );
     assert_ne!(decision(&c, "m1").1, Some(Reason::SampleRows));
@@ -349,10 +373,23 @@ fn long_text_is_folded_with_errors_kept_and_every_gap_marked() {
         *l = "warming cache...".into();
     }
     let log = lines.join("\n");
-    let c = run(&[
+    let ran = [
         call("c1", "bash", json!({"cmd": "pytest"})),
         result("c1", &log),
-    ]);
+    ];
+    // The request in which the agent reads the log carries it whole.
+    let c = run_with(&ran, recall());
+    assert_eq!(decision(&c, "m1").0, Action::Keep);
+    let c = run(&answered(&ran));
+    assert_eq!(
+        decision(&c, "m1").0,
+        Action::Keep,
+        "no recall tool: not folded"
+    );
+    assert!(c.would_save_tokens > 0);
+    let why = c.chat.as_ref().unwrap().payloads[1].untouched.unwrap();
+    assert!(why.contains("withheld"), "{why}");
+    let c = run_with(&answered(&ran), recall());
     assert_eq!(decision(&c, "m1").1, Some(Reason::FoldText));
     let new = content(&c, 1);
     assert!(new.starts_with("[ctxgc: long output folded:"), "{new}");
@@ -392,7 +429,10 @@ fn a_long_diff_keeps_head_and_tail_not_just_its_first_line() {
         diff.push(format!("+    let value_{i} = compute({i});"));
     }
     let text = diff.join("\n");
-    let c = run(&[call("c1", "git_diff", json!({})), result("c1", &text)]);
+    let c = run_with(
+        &answered(&[call("c1", "git_diff", json!({})), result("c1", &text)]),
+        recall(),
+    );
     let new = content(&c, 1);
     assert!(new.contains("+++ b/src/lib.rs"));
     assert!(new.contains("+    let value_40 = compute(40);"));

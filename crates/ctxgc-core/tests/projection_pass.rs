@@ -172,10 +172,22 @@ fn the_same_projection_trims_event_traces_and_the_prompt_shows_the_trimmed_outpu
     };
     let (projection, held_out) = learned(&text, 60, 20);
     let mut trimmed = 0;
+    let mut withheld = 0;
     for line in &held_out {
         let trace = as_event_trace(line);
         let plain = compile(&trace, &Options::default()).expect("the trace compiles");
-        let options = with_projection(&projection, None);
+        // The default preset without a recall tool withholds the projection: nobody could
+        // get a hidden field back. It says what the projection would have saved.
+        let without = compile(&trace, &with_projection(&projection, None)).expect("compiles");
+        assert_eq!(without.output, plain.output);
+        assert!(
+            without
+                .decisions
+                .iter()
+                .all(|d| d.reason != Some(Reason::Projection))
+        );
+        withheld += without.would_save_tokens;
+        let options = with_projection(&projection, Some("recall"));
         let out = compile(&trace, &options).expect("compiles with the projection");
         assert!(out.tokens_after <= plain.tokens_after);
         for d in out
@@ -210,4 +222,5 @@ fn the_same_projection_trims_event_traces_and_the_prompt_shows_the_trimmed_outpu
         );
     }
     assert!(trimmed > 0, "the projection trims some event output");
+    assert!(withheld > 0, "what it withheld is reported");
 }

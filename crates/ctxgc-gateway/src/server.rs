@@ -616,6 +616,7 @@ async fn forward(State(gateway): State<Arc<Gateway>>, request: Request) -> Respo
             line,
             incremental,
             started,
+            savings,
         };
         let on_done: crate::recall_stream::OnDone = Box::new(move |usage, calls, completed| {
             finish.line.recall_calls = Some(calls);

@@ -16,6 +16,8 @@ fn conversation(model: &str, file: &str) -> Value {
         {"role": "user", "content": "Look at src/lib.rs."},
         read_call("c1"),
         {"role": "tool", "tool_call_id": "c1", "content": file},
+        // The agent has read the file whole; only then may it be folded.
+        {"role": "assistant", "content": "src/lib.rs defines 400 items."},
         {"role": "user", "content": "What does line 100 say?"}
     ]})
 }
@@ -32,7 +34,8 @@ async fn recall_is_answered_from_the_store_and_the_client_sees_a_normal_answer()
         .map(|i| format!("line {i}: fn item_{i}() {{}}\n"))
         .collect();
 
-    // First request: the long read is folded, and the fold names its receipt.
+    // First request: the long read, answered already, is folded, and the fold names its
+    // receipt.
     let r = http
         .post(format!("{}/v1/chat/completions", gateway.base))
         .json(&conversation("fake-model", &file))

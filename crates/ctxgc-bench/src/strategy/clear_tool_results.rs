@@ -112,7 +112,7 @@ impl Strategy for ClearToolResults {
         Ok(Context {
             items_kept: segments.len(),
             segments,
-            recoverable: Default::default(),
+            ..Context::default()
         })
     }
 }

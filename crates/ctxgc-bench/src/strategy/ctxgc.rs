@@ -16,11 +16,15 @@ use ctxgc_core::{Action, Format, Options};
 use crate::context::{Context, Segment, SegmentKind, id_words};
 use crate::strategy::{Params, Prefix, SpecError, Strategy, StrategyError};
 
+/// The recall tool the `-recall` and `-projection` strategies offer (the gateway's name).
+pub const RECALL_TOOL: &str = "ctxgc_recall";
+
 /// ctxgc with a configuration.
 pub struct Ctxgc {
     name: String,
     summary: &'static str,
     configure: fn(&mut Options),
+    projection: bool,
 }
 
 impl Ctxgc {
@@ -31,13 +35,45 @@ impl Ctxgc {
             name: name.to_owned(),
             summary,
             configure,
+            projection: false,
         }
+    }
+
+    /// The same, trimming tool outputs on arrival with the projection learned leave-one-out
+    /// for each conversation ([`crate::prepare::Prepared::projection`]).
+    pub fn with_projection(mut self) -> Self {
+        self.projection = true;
+        self
     }
 
     /// ctxgc in its default configuration.
     pub fn default_configuration() -> Self {
         Ctxgc::new("ctxgc", "ctxgc compile, default configuration", |_| {})
     }
+}
+
+/// Builds `ctxgc-recall`: the default preset with a recall tool offered (no parameters).
+pub fn build_recall(_spec: &str, params: &Params) -> Result<Box<dyn Strategy>, SpecError> {
+    params.only(&[])?;
+    Ok(Box::new(Ctxgc::new(
+        "ctxgc-recall",
+        "ctxgc compile --expand-tool ctxgc_recall: the default preset with a recall tool, so lossy rewrites apply to answered outputs",
+        |o| o.chat.expand_tool = Some(RECALL_TOOL.to_owned()),
+    )))
+}
+
+/// Builds `ctxgc-projection`: as `ctxgc-recall`, plus projections learned leave-one-out from
+/// the other conversations of the same input file, applied on arrival (no parameters).
+pub fn build_projection(_spec: &str, params: &Params) -> Result<Box<dyn Strategy>, SpecError> {
+    params.only(&[])?;
+    Ok(Box::new(
+        Ctxgc::new(
+            "ctxgc-projection",
+            "ctxgc compile --expand-tool ctxgc_recall --projection P, P learned from the other conversations of the same file (leave-one-out), applied on arrival",
+            |o| o.chat.expand_tool = Some(RECALL_TOOL.to_owned()),
+        )
+        .with_projection(),
+    ))
 }
 
 /// Builds `ctxgc` (no parameters).
@@ -67,11 +103,18 @@ impl Strategy for Ctxgc {
         self.summary.to_owned()
     }
 
+    fn wants_projection(&self) -> bool {
+        self.projection
+    }
+
     fn compact(&self, prefix: Prefix<'_>) -> Result<Context, StrategyError> {
         let input = prefix.input;
         let mut options = input.options.clone();
         options.from = Some(input.conversation.format);
         (self.configure)(&mut options);
+        if self.projection {
+            options.projection = input.projection.clone();
+        }
         let text = input.prefix_json(prefix.len);
         let compiled = ctxgc_core::compile(&text, &options)
             .map_err(|e| StrategyError(format!("compile: {e}")))?;
@@ -97,6 +140,7 @@ impl Strategy for Ctxgc {
             _ => compiled.output.clone(),
         };
         let words = id_words(&named);
+        context.recall_offered = options.chat.expand_tool.is_some();
         context.recoverable = compiled
             .receipts
             .iter()

@@ -31,7 +31,7 @@ impl Strategy for Full {
         Ok(Context {
             items_kept: segments.len(),
             segments,
-            recoverable: Default::default(),
+            ..Context::default()
         })
     }
 }

@@ -19,6 +19,7 @@ pub mod clear_tool_results;
 pub mod ctxgc;
 pub mod external;
 pub mod full;
+pub mod mask;
 pub mod truncate;
 
 /// Why a strategy could not give a context for one input.
@@ -60,6 +61,11 @@ pub trait Strategy: Send + Sync {
     fn description(&self) -> String;
     /// What it sends to the model for this prefix.
     fn compact(&self, prefix: Prefix<'_>) -> Result<Context, StrategyError>;
+    /// True when it needs each conversation's leave-one-out projection
+    /// ([`crate::prepare::Prepared::projection`]), which the runner then learns.
+    fn wants_projection(&self) -> bool {
+        false
+    }
 }
 
 /// Settings strategies share, given on the command line.
@@ -161,8 +167,11 @@ pub const BUILTIN: &[StrategyInfo] = &[
     StrategyInfo { name: "truncate-tokens", summary: "the system prompt plus the most recent items within N tokens, N = ctxgc's output tokens on that input (param n=)", default: true, build: truncate::build_tokens },
     StrategyInfo { name: "clear-tool-results", summary: "provider-side clearing: above `trigger` input tokens, all but the `keep` most recent tool results become a placeholder (params trigger=, keep=, clear-at-least=, placeholder=)", default: true, build: clear_tool_results::build },
     StrategyInfo { name: "ctxgc", summary: "ctxgc compile, default configuration", default: true, build: ctxgc::build_default },
+    StrategyInfo { name: "ctxgc-recall", summary: "ctxgc compile --expand-tool ctxgc_recall: the default preset with a recall tool offered, so sampling and folding apply to outputs the agent has answered", default: true, build: ctxgc::build_recall },
+    StrategyInfo { name: "ctxgc-projection", summary: "as ctxgc-recall, plus tool-output projections learned leave-one-out from the other conversations of the same file, applied on arrival", default: true, build: ctxgc::build_projection },
     StrategyInfo { name: "ctxgc-lossless", summary: "ctxgc compile --preset lossless: only rewrites that lose nothing and provably dead items", default: true, build: |_, p| ctxgc::configured(p, "ctxgc-lossless", "ctxgc compile --preset lossless", |o| o.chat.preset = Preset::Lossless) },
     StrategyInfo { name: "ctxgc-aggressive", summary: "ctxgc compile --preset aggressive: lower thresholds for sampling and folding", default: true, build: |_, p| ctxgc::configured(p, "ctxgc-aggressive", "ctxgc compile --preset aggressive", |o| o.chat.preset = Preset::Aggressive) },
+    StrategyInfo { name: "mask-observations", summary: "tool outputs older than the last `keep` agent turns become a stub naming the recall tool, in steps taken only when they pay under the prompt cache (params keep=, eager=, min-reclaim=); for long sessions", default: false, build: mask::build },
     StrategyInfo { name: "ctxgc-cache", summary: "ctxgc compile --preset cache-stable: earlier output kept byte-stable, history compacted only in steps that pay for themselves under the prompt-cache cost model", default: true, build: |_, p| ctxgc::configured(p, "ctxgc-cache", "ctxgc compile --preset cache-stable", |o| o.chat.cache = Some(ctxgc_core::session::CacheModel::default())) },
 ];
 

@@ -138,7 +138,7 @@ impl Strategy for Truncate {
         Ok(Context {
             items_kept: kept.len(),
             segments: kept.iter().map(|&i| input.segment(i)).collect(),
-            recoverable: Default::default(),
+            ..Context::default()
         })
     }
 }

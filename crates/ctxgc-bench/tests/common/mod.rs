@@ -205,6 +205,8 @@ impl Strategy for DropItems {
             items_kept: segments.len(),
             segments,
             recoverable,
+            // The test strategy offers a recall tool exactly when it leaves stubs.
+            recall_offered: self.stub,
         })
     }
 }

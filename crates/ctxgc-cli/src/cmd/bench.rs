@@ -66,6 +66,11 @@ pub struct BenchArgs {
     /// Report every wall time as 0, so that the output is byte-reproducible.
     #[arg(long)]
     pub no_timing: bool,
+    /// Concatenate each input's conversations, in order, into long sessions of at least this
+    /// many tokens (later runs without their system prompt) and bench those instead: with
+    /// `--strategy mask-observations`, prices masking old observations in cache-aware steps.
+    #[arg(long, value_name = "TOKENS")]
+    pub long_sessions: Option<usize>,
     #[command(flatten)]
     pub options: CompileOptions,
 }
@@ -197,6 +202,7 @@ pub fn run_bench(args: BenchArgs) -> Result<(), Failure> {
         timing: !args.no_timing,
         limit: args.limit,
         options,
+        long_sessions: args.long_sessions,
     };
 
     let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());

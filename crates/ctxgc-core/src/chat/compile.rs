@@ -381,6 +381,8 @@ pub fn compile_doc(
                 .any(|(_, c)| config.tool_protected(&c.name))
             {
                 "protected by --keep-tool"
+            } else if session.withheld_of(i) > 0 {
+                "a lossy rewrite (sampling, folding, projection) was withheld: the model has no recall tool (--expand-tool) to get the omitted part back"
             } else {
                 "no rewrite applies or would cost fewer tokens (below the preset's thresholds, or already compact)"
             },
@@ -483,6 +485,7 @@ pub fn compile_doc(
         output: rendered.text,
         tokens_before: before.iter().sum(),
         tokens_after,
+        would_save_tokens: session.would_save_tokens(),
         tokenizer: tokenizer.name(),
         decisions,
         receipts,
@@ -530,6 +533,7 @@ pub fn compile_chat(text: &str, options: &Options) -> Result<Compiled, Error> {
                 output: String::new(),
                 tokens_before: 0,
                 tokens_after: 0,
+                would_save_tokens: 0,
                 tokenizer: options.tokenizer.name(),
                 decisions: Vec::new(),
                 receipts: Vec::new(),
@@ -543,6 +547,7 @@ pub fn compile_chat(text: &str, options: &Options) -> Result<Compiled, Error> {
                 all.output.push('\n');
                 all.tokens_before += c.tokens_before;
                 all.tokens_after += c.tokens_after;
+                all.would_save_tokens += c.would_save_tokens;
                 all.decisions.extend(c.decisions.iter().map(|d| Decision {
                     id: record_item_id(&r.id, &d.id),
                     by: d.by.iter().map(|b| record_item_id(&r.id, b)).collect(),

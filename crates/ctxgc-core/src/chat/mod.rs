@@ -50,11 +50,15 @@ pub enum Preset {
     /// results pointed at their twin, state blocks moved into the register) and retirement of
     /// provably dead items (an earlier register).
     Lossless,
-    /// Lossless, plus retirement of turns whose declared facts are all dead, stubs for reads
-    /// superseded by a later different read, and sampling / folding of bulky outputs.
+    /// Lossless, plus retirement of turns whose declared facts are all dead and stubs for reads
+    /// superseded by a later different read. Sampling and folding of bulky outputs (and a
+    /// `--projection`) apply only when the model has a recall tool (`expand_tool`) to get the
+    /// original back, and only to outputs the agent has already answered; without a recall
+    /// tool they are withheld and the report says what they would have saved.
     #[default]
     Default,
-    /// Default with lower thresholds for sampling and folding.
+    /// Default with lower thresholds for sampling and folding, applied with or without a
+    /// recall tool (still never to an output the agent has not answered yet).
     Aggressive,
 }
 
@@ -167,6 +171,11 @@ pub struct ChatConfig {
     pub sampling: Option<Sampling>,
     /// Text folding, when enabled.
     pub folding: Option<Folding>,
+    /// Lossy rewrites (sampling, folding) are computed but not applied: the `default` preset
+    /// without a recall tool, where nobody could get the omitted part back. What they would
+    /// have saved is reported ([`crate::Compiled::would_save_tokens`]).
+    #[serde(default)]
+    pub withhold_lossy: bool,
     /// Tools whose outputs no pass touches.
     pub keep_tools: Vec<String>,
     /// The recall tool, if the model has one.
@@ -250,6 +259,7 @@ impl ChatConfig {
             compact_json: true,
             sampling,
             folding,
+            withhold_lossy: withholds_lossy(options),
             keep_tools: options.keep_tools.clone(),
             expand_tool: options.expand_tool.clone(),
             safety,
@@ -282,6 +292,22 @@ impl ChatConfig {
             None => format!("the full output is kept by the operator (ctxgc receipt {id})"),
         }
     }
+}
+
+/// True when `options` ask for the `default` preset without a recall tool: lossy rewrites
+/// (sampling, folding, a projection) are then withheld, since an omitted part could be
+/// recalled by nobody.
+///
+/// ```
+/// use ctxgc_core::chat::{ChatOptions, Preset, withholds_lossy};
+/// assert!(withholds_lossy(&ChatOptions::default()));
+/// let recall = ChatOptions { expand_tool: Some("ctxgc_recall".into()), ..Default::default() };
+/// assert!(!withholds_lossy(&recall));
+/// let aggressive = ChatOptions { preset: Preset::Aggressive, ..Default::default() };
+/// assert!(!withholds_lossy(&aggressive));
+/// ```
+pub fn withholds_lossy(options: &ChatOptions) -> bool {
+    options.preset == Preset::Default && options.expand_tool.is_none()
 }
 
 /// Matches `name` against a glob with `*` (any run) and `?` (one character).

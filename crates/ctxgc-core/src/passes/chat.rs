@@ -63,6 +63,21 @@ impl Pass for ChatPasses {
         Vec::new()
     }
 
+    /// The first withheld rewrite in merge order, unless a pass before it claims the item (a
+    /// retired or stubbed output would not have been sampled or folded either).
+    fn withheld(&self, cx: &Cx<'_>, i: usize) -> usize {
+        for pass in &self.passes {
+            let w = pass.withheld(cx, i);
+            if w > 0 {
+                return w;
+            }
+            if pass.verdict(cx, i).is_some() {
+                return 0;
+            }
+        }
+        0
+    }
+
     fn verdict(&self, cx: &Cx<'_>, i: usize) -> Option<Verdict> {
         let mut merged: Option<Verdict> = None;
         let mut parts: Vec<String> = Vec::new();

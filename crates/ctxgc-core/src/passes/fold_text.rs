@@ -11,7 +11,10 @@
 //! **Why it is safe.** The output says, in place, which lines are missing, so it never reads
 //! as the whole answer; failures are never folded away. The note names a receipt id only when
 //! the model has a recall tool (`--expand-tool`). JSON outputs are left to the JSON passes.
-//! Off in the lossless preset; outputs of `--keep-tool` tools and of the recall tool are never
+//! It never applies to an output the agent has not answered yet (no assistant turn after it:
+//! the agent has not read it whole), and in the `default` preset only when the model has a
+//! recall tool; without one it is withheld and reported as `would_save_tokens` (see
+//! [`super::lossy`]). Off in the lossless preset; outputs of `--keep-tool` tools and of the recall tool are never
 //! touched; used only when smaller.
 //!
 //! **Example.**
@@ -28,6 +31,7 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
+use super::lossy::LossyGate;
 use super::{Cx, Pass, PassDoc};
 use crate::chat::ChatConfig;
 use crate::chat::compact::fold_text;
@@ -48,12 +52,16 @@ pub struct FoldText {
     pairing: Pairing,
     #[serde(with = "crate::chat::position_map")]
     rewrites: HashMap<usize, (Vec<BlockRewrite>, Vec<String>)>,
+    /// When the rewrites apply (after the agent's answer; never when withheld).
+    #[serde(default)]
+    gate: LossyGate,
 }
 
 impl FoldText {
     /// The pass, configured.
     pub fn new(config: ChatConfig) -> Self {
         FoldText {
+            gate: LossyGate::new(config.withhold_lossy),
             config,
             ..Default::default()
         }
@@ -70,6 +78,7 @@ impl Pass for FoldText {
             return Vec::new();
         };
         for i in new {
+            self.gate.observe(i, &cx.items[i]);
             self.pairing.add(i, &cx.items[i]);
             for r in results_of(&self.pairing, i, &cx.items[i]) {
                 if self.config.tool_protected(&r.call.name) || r.written_by_ctxgc() {
@@ -86,6 +95,10 @@ impl Pass for FoldText {
                 ) else {
                     continue;
                 };
+                // A folded text's lossless form is the text itself.
+                let tok = self.config.tokenizer;
+                self.gate
+                    .record(i, tok.count(text).saturating_sub(tok.count(&f.text)));
                 let entry = self.rewrites.entry(i).or_default();
                 entry.1.push(f.note);
                 entry.0.push(BlockRewrite {
@@ -98,6 +111,9 @@ impl Pass for FoldText {
     }
 
     fn verdict(&self, _cx: &Cx<'_>, i: usize) -> Option<Verdict> {
+        if !self.gate.applies(i) {
+            return None;
+        }
         let (rewrites, notes) = self.rewrites.get(&i)?;
         Some(Verdict {
             action: Action::Rewrite,
@@ -106,5 +122,9 @@ impl Pass for FoldText {
             rewrites: rewrites.clone(),
             note: Some(notes.join("; ")),
         })
+    }
+
+    fn withheld(&self, _cx: &Cx<'_>, i: usize) -> usize {
+        self.gate.withheld(i)
     }
 }

@@ -24,6 +24,7 @@ pub mod dead_branch;
 pub mod duplicate_calls;
 pub mod duplicate_results;
 pub mod fold_text;
+pub mod lossy;
 pub mod projection;
 pub mod repeated_runs;
 pub mod replaced_notes;
@@ -87,6 +88,11 @@ pub trait Pass {
     fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, changed: &[usize]) -> Vec<usize>;
     /// The pass's verdict on item `i`, if it claims it.
     fn verdict(&self, cx: &Cx<'_>, i: usize) -> Option<Verdict>;
+    /// Tokens a lossy rewrite of item `i` that this pass withholds (no recall tool) would
+    /// have saved; 0 when it has none.
+    fn withheld(&self, _cx: &Cx<'_>, _i: usize) -> usize {
+        0
+    }
 }
 
 /// The pipeline's passes, by name, so the order is data and the state can be stored.
@@ -168,6 +174,9 @@ impl Pass for AnyPass {
     }
     fn verdict(&self, cx: &Cx<'_>, i: usize) -> Option<Verdict> {
         dispatch!(self, p => p.verdict(cx, i))
+    }
+    fn withheld(&self, cx: &Cx<'_>, i: usize) -> usize {
+        dispatch!(self, p => p.withheld(cx, i))
     }
 }
 

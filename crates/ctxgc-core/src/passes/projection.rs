@@ -54,6 +54,10 @@ pub struct ProjectionConfig {
     pub recall_tool: Option<String>,
     /// Tools whose outputs are never trimmed (names or globs with `*` and `?`).
     pub keep_tools: Vec<String>,
+    /// Trims are computed but not applied (the `default` preset without a recall tool: a
+    /// hidden field could be got back by nobody); what they would save is reported.
+    #[serde(default)]
+    pub withhold: bool,
 }
 
 impl ProjectionConfig {
@@ -87,6 +91,9 @@ pub struct ProjectionPass {
     pairing: Pairing,
     #[serde(with = "crate::chat::position_map")]
     rewrites: HashMap<usize, (Vec<BlockRewrite>, Vec<String>)>,
+    /// Tokens each trimmed item's trims save.
+    #[serde(default, with = "crate::chat::position_map")]
+    saved: HashMap<usize, usize>,
 }
 
 impl ProjectionPass {
@@ -97,11 +104,19 @@ impl ProjectionPass {
             event_calls: Default::default(),
             pairing: Pairing::default(),
             rewrites: HashMap::default(),
+            saved: HashMap::default(),
         }
     }
 
-    /// Trims one output of `tool` in item `id`; `None` when nothing is hidden.
-    fn trim(&self, id: &str, tool: &str, text: &str, is_error: bool) -> Option<(String, String)> {
+    /// Trims one output of `tool` in item `id`: the text, the note and the tokens saved;
+    /// `None` when nothing is hidden.
+    fn trim(
+        &self,
+        id: &str,
+        tool: &str,
+        text: &str,
+        is_error: bool,
+    ) -> Option<(String, String, usize)> {
         if self.config.protected(tool) {
             return None;
         }
@@ -111,13 +126,15 @@ impl ProjectionPass {
             .projection
             .apply_with_footer(tool, text, is_error, &footer);
         (trimmed.outcome == Outcome::Trimmed).then(|| {
+            let tok = self.config.projection.tokenizer;
+            let saved = tok.count(text).saturating_sub(tok.count(&trimmed.text));
             let note = format!(
                 "{tool}: hid {} value{} ({})",
                 trimmed.hidden_values,
                 if trimmed.hidden_values == 1 { "" } else { "s" },
                 hidden_list(&trimmed.hidden)
             );
-            (trimmed.text, note)
+            (trimmed.text, note, saved)
         })
     }
 }
@@ -148,17 +165,21 @@ impl Pass for ProjectionPass {
                         continue;
                     };
                     let text = output_text(&out.output);
-                    if let Some((text, note)) = self.trim(&item.id, tool, &text, out.is_error) {
+                    if let Some((text, note, saved)) =
+                        self.trim(&item.id, tool, &text, out.is_error)
+                    {
                         self.rewrites
                             .insert(i, (vec![BlockRewrite { block: 0, text }], vec![note]));
+                        self.saved.insert(i, saved);
                     }
                 }
                 Kind::Message(_) => {
                     self.pairing.add(i, item);
                     let mut claims = (Vec::new(), Vec::new());
+                    let mut saved_here = 0;
                     for r in results_of(&self.pairing, i, item) {
                         let Some(text) = &r.text else { continue };
-                        if let Some((text, note)) =
+                        if let Some((text, note, saved)) =
                             self.trim(&item.id, &r.call.name, text, r.is_error())
                         {
                             claims.0.push(BlockRewrite {
@@ -166,10 +187,12 @@ impl Pass for ProjectionPass {
                                 text,
                             });
                             claims.1.push(note);
+                            saved_here += saved;
                         }
                     }
                     if !claims.0.is_empty() {
                         self.rewrites.insert(i, claims);
+                        self.saved.insert(i, saved_here);
                     }
                 }
                 _ => {}
@@ -179,6 +202,9 @@ impl Pass for ProjectionPass {
     }
 
     fn verdict(&self, _cx: &Cx<'_>, i: usize) -> Option<Verdict> {
+        if self.config.withhold {
+            return None;
+        }
         let (rewrites, notes) = self.rewrites.get(&i)?;
         Some(Verdict {
             action: Action::Rewrite,
@@ -187,5 +213,13 @@ impl Pass for ProjectionPass {
             rewrites: rewrites.clone(),
             note: Some(notes.join("; ")),
         })
+    }
+
+    fn withheld(&self, _cx: &Cx<'_>, i: usize) -> usize {
+        if self.config.withhold {
+            self.saved.get(&i).copied().unwrap_or(0)
+        } else {
+            0
+        }
     }
 }

@@ -13,7 +13,10 @@
 //! Rows that matter for safety are never sampled away, and rows with personal data are kept
 //! and said to hold it. Shown rows keep every field. The note names a receipt id only when the
 //! model has a recall tool (`--expand-tool`), and otherwise says the operator keeps the
-//! original (`ctxgc receipt`). Off in the lossless preset; outputs of `--keep-tool` tools and
+//! original (`ctxgc receipt`). It never applies to an output the agent has not answered yet
+//! (no assistant turn after it), and in the `default` preset only when the model has a recall
+//! tool; without one it is withheld and reported as `would_save_tokens` (see
+//! [`super::lossy`]). Off in the lossless preset; outputs of `--keep-tool` tools and
 //! of the recall tool are never touched; used only when smaller.
 //!
 //! **Example.**
@@ -31,9 +34,10 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
+use super::lossy::LossyGate;
 use super::{Cx, Pass, PassDoc};
 use crate::chat::ChatConfig;
-use crate::chat::compact::sample_rows;
+use crate::chat::compact::{compact_json, sample_rows};
 use crate::chat::pairing::{Pairing, results_of};
 use crate::plan::{Action, BlockRewrite, Reason, Verdict};
 
@@ -51,12 +55,16 @@ pub struct SampleRows {
     pairing: Pairing,
     #[serde(with = "crate::chat::position_map")]
     rewrites: HashMap<usize, (Vec<BlockRewrite>, Vec<String>)>,
+    /// When the rewrites apply (after the agent's answer; never when withheld).
+    #[serde(default)]
+    gate: LossyGate,
 }
 
 impl SampleRows {
     /// The pass, configured.
     pub fn new(config: ChatConfig) -> Self {
         SampleRows {
+            gate: LossyGate::new(config.withhold_lossy),
             config,
             ..Default::default()
         }
@@ -73,6 +81,7 @@ impl Pass for SampleRows {
             return Vec::new();
         };
         for i in new {
+            self.gate.observe(i, &cx.items[i]);
             self.pairing.add(i, &cx.items[i]);
             for r in results_of(&self.pairing, i, &cx.items[i]) {
                 if self.config.tool_protected(&r.call.name) || r.written_by_ctxgc() {
@@ -89,6 +98,12 @@ impl Pass for SampleRows {
                 ) else {
                     continue;
                 };
+                // Saved against what compact-json would send in its place (lossless).
+                let tok = self.config.tokenizer;
+                let lossless =
+                    compact_json(text, tok).map_or_else(|| tok.count(text), |c| c.tokens_after);
+                self.gate
+                    .record(i, lossless.saturating_sub(tok.count(&s.text)));
                 let entry = self.rewrites.entry(i).or_default();
                 entry.1.push(s.note);
                 entry.0.push(BlockRewrite {
@@ -101,6 +116,9 @@ impl Pass for SampleRows {
     }
 
     fn verdict(&self, _cx: &Cx<'_>, i: usize) -> Option<Verdict> {
+        if !self.gate.applies(i) {
+            return None;
+        }
         let (rewrites, notes) = self.rewrites.get(&i)?;
         Some(Verdict {
             action: Action::Rewrite,
@@ -109,5 +127,9 @@ impl Pass for SampleRows {
             rewrites: rewrites.clone(),
             note: Some(notes.join("; ")),
         })
+    }
+
+    fn withheld(&self, _cx: &Cx<'_>, i: usize) -> usize {
+        self.gate.withheld(i)
     }
 }

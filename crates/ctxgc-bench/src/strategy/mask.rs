@@ -1,0 +1,222 @@
+//! `mask-observations`: old tool outputs replaced by a recallable stub, in cache-aware steps.
+//!
+//! Observation masking (the JetBrains study of SWE-agent contexts: replace every tool output
+//! older than the last few agent turns by a placeholder) halves the cost of long sessions
+//! without a prompt cache. With one, every mask is an edit inside history: the request that
+//! carries it writes everything after the edit to the cache again. So the masking here is done
+//! in *steps*, priced with the cost model of `ctxgc compile --preset cache-stable`
+//! ([`ctxgc_core::session::CacheModel`]): before each request, the outputs older than the last
+//! `keep` agent turns that are not masked yet are the candidates, and they are masked together
+//! only when
+//!
+//! `net = S × ((T − 1) × read + write) − F × (write − read) > 0` and `S ≥ min-reclaim`
+//!
+//! with `S` the tokens the masks remove, `F` the tokens from the first masked output to the end
+//! of the request (what the step makes the cache write again), and `T` the requests the step is
+//! expected to serve (`max(4, agent turns so far)`). `eager=1` masks on every request instead,
+//! whatever it costs, for comparison.
+//!
+//! A masked output's stub names its item and the recall tool (`ctxgc_recall`), so the request
+//! offers recall: a masked value the agent uses later is a recall (priced by the replay), not a
+//! loss. The step schedule is a pure function of the conversation, computed once per
+//! conversation; the request before turn `t` carries the steps taken up to it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::context::{
+    Context, Segment, SegmentKind, is_tool_output, item_text, with_outputs_cleared,
+};
+use crate::prepare::Prepared;
+use crate::strategy::ctxgc::RECALL_TOOL;
+use crate::strategy::{Params, Prefix, SpecError, Strategy, StrategyError};
+
+/// One masking step: taken on the request before the item at `at`, masking `items`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Step {
+    at: usize,
+    items: Vec<usize>,
+}
+
+/// A conversation's masking plan: the steps, and each masked item's stub text.
+#[derive(Debug, Default)]
+struct Schedule {
+    steps: Vec<Step>,
+    stubs: HashMap<usize, String>,
+}
+
+/// Mask tool outputs older than the last `keep` agent turns, in steps that pay.
+pub struct MaskObservations {
+    name: String,
+    keep: usize,
+    eager: bool,
+    min_reclaim: usize,
+    model: crate::replay::CacheModel,
+    schedules: Mutex<HashMap<(String, String), Arc<Schedule>>>,
+}
+
+/// Builds `mask-observations` (parameters `keep` (default 3), `eager` (0 or 1, default 0),
+/// `min-reclaim` (default 1,024 tokens)).
+pub fn build(spec: &str, params: &Params) -> Result<Box<dyn Strategy>, SpecError> {
+    params.only(&["keep", "eager", "min-reclaim"])?;
+    let eager = match params.number("eager", 0)? {
+        0 => false,
+        1 => true,
+        other => {
+            return Err(SpecError::Parameter {
+                strategy: params.strategy.clone(),
+                message: format!("eager={other}: expected 0 or 1"),
+            });
+        }
+    };
+    Ok(Box::new(MaskObservations {
+        name: spec.to_owned(),
+        keep: params.number("keep", 3)?,
+        eager,
+        min_reclaim: params.number("min-reclaim", 1024)?,
+        model: crate::replay::CacheModel::default(),
+        schedules: Mutex::new(HashMap::new()),
+    }))
+}
+
+/// The stub a masked output of item `id` becomes.
+fn stub_text(input: &Prepared, i: usize) -> String {
+    let id = &input.conversation.items[i].id;
+    let placeholder = format!(
+        "[ctxgc: observation masked; call {RECALL_TOOL} with id \"{id}\" for the full output]"
+    );
+    match with_outputs_cleared(&input.conversation.items[i], &placeholder) {
+        Some(item) => item_text(&item),
+        None => format!("{placeholder}\n"),
+    }
+}
+
+impl MaskObservations {
+    /// The masking steps over the whole conversation. Each step depends only on the items
+    /// before its request, so the plan for a prefix is this plan cut at the prefix.
+    fn schedule(&self, input: &Prepared) -> Schedule {
+        let tokenizer = input.options.tokenizer;
+        let n = input.conversation.items.len();
+        let mut cost: Vec<usize> = (0..n)
+            .map(|i| {
+                if input.rendered(i) {
+                    input.tokens[i]
+                } else {
+                    0
+                }
+            })
+            .collect();
+        let mut masked = vec![false; n];
+        let mut schedule = Schedule::default();
+        let (read, write) = (self.model.cache_read, self.model.cache_write);
+        for (j, &t) in input.turns.iter().enumerate() {
+            if t == 0 || j < self.keep {
+                continue;
+            }
+            let cutoff = input.turns[j - self.keep];
+            let candidates: Vec<(usize, String, usize)> = (0..cutoff)
+                .filter(|&i| {
+                    !masked[i] && input.rendered(i) && is_tool_output(&input.conversation.items[i])
+                })
+                .filter_map(|i| {
+                    let stub = stub_text(input, i);
+                    let after = tokenizer.count(&stub);
+                    (after < cost[i]).then_some((i, stub, after))
+                })
+                .collect();
+            let Some(&(first, _, _)) = candidates.first() else {
+                continue;
+            };
+            let saved: usize = candidates.iter().map(|(i, _, a)| cost[*i] - a).sum();
+            let invalidated: usize = cost[first..t].iter().sum::<usize>() - saved;
+            let turns = (j as f64).max(4.0);
+            let net =
+                saved as f64 * ((turns - 1.0) * read + write) - invalidated as f64 * (write - read);
+            let take = if self.eager {
+                saved > 0
+            } else {
+                net > 0.0 && saved >= self.min_reclaim
+            };
+            if !take {
+                continue;
+            }
+            let mut items = Vec::with_capacity(candidates.len());
+            for (i, stub, after) in candidates {
+                masked[i] = true;
+                cost[i] = after;
+                schedule.stubs.insert(i, stub);
+                items.push(i);
+            }
+            schedule.steps.push(Step { at: t, items });
+        }
+        schedule
+    }
+
+    fn schedule_of(&self, input: &Prepared) -> Arc<Schedule> {
+        let key = (input.source.clone(), input.conversation.id.clone());
+        if let Ok(cache) = self.schedules.lock()
+            && let Some(s) = cache.get(&key)
+        {
+            return Arc::clone(s);
+        }
+        let schedule = Arc::new(self.schedule(input));
+        if let Ok(mut cache) = self.schedules.lock() {
+            cache.insert(key, Arc::clone(&schedule));
+        }
+        schedule
+    }
+}
+
+impl Strategy for MaskObservations {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn description(&self) -> String {
+        format!(
+            "tool outputs older than the last {} agent turns become a stub naming {RECALL_TOOL}, {}",
+            self.keep,
+            if self.eager {
+                "masked on every request".to_owned()
+            } else {
+                format!(
+                    "in steps taken only when they pay under the prompt cache (at least {} tokens)",
+                    self.min_reclaim
+                )
+            }
+        )
+    }
+
+    fn compact(&self, prefix: Prefix<'_>) -> Result<Context, StrategyError> {
+        let input = prefix.input;
+        let schedule = self.schedule_of(input);
+        let mut masked = vec![false; prefix.len];
+        for step in schedule.steps.iter().filter(|s| s.at <= prefix.len) {
+            for &i in &step.items {
+                if i < prefix.len {
+                    masked[i] = true;
+                }
+            }
+        }
+        let mut context = Context {
+            recall_offered: true,
+            ..Context::default()
+        };
+        for i in (0..prefix.len).filter(|&i| input.rendered(i)) {
+            match schedule.stubs.get(&i).filter(|_| masked[i]) {
+                Some(stub) => {
+                    context.segments.push(Segment {
+                        text: stub.clone(),
+                        kind: SegmentKind::Stub,
+                    });
+                    context
+                        .recoverable
+                        .insert(input.conversation.items[i].id.clone());
+                }
+                None => context.segments.push(input.segment(i)),
+            }
+        }
+        context.items_kept = context.segments.len();
+        Ok(context)
+    }
+}

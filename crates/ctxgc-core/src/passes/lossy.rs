@@ -1,0 +1,95 @@
+//! When a lossy rewrite (sampling, folding) may apply: shared by the passes that make one.
+//!
+//! Two rules, both about what the model can still get:
+//!
+//! - **Never before the agent has answered.** A tool output the agent has not yet read in full
+//!   (no assistant turn after it) is sent whole: the next request is the one in which the agent
+//!   reads it, and a fold made then would hide lines it has never seen (a freshly opened file
+//!   window folded before the agent's next turn). Once an assistant turn follows it, the
+//!   rewrite applies; in cache-stable mode that is a change to history, taken in a compaction
+//!   step only when the step pays.
+//! - **Never where nobody can recall.** When the rewrite is withheld (the `default` preset
+//!   without a recall tool), it is computed but not applied, and the tokens it would have
+//!   saved are reported instead.
+//!
+//! ```
+//! use ctxgc_core::passes::lossy::LossyGate;
+//! let mut gate = LossyGate::new(false);
+//! gate.record(3, 120);
+//! assert!(!gate.applies(3));   // no assistant turn after the output yet
+//! gate.saw_assistant(4);
+//! assert!(gate.applies(3) && !gate.applies(4));
+//! assert_eq!(gate.withheld(3), 0); // applied, so nothing is withheld
+//! let mut withheld = LossyGate::new(true);
+//! withheld.record(3, 120);
+//! withheld.saw_assistant(4);
+//! assert!(!withheld.applies(3));
+//! assert_eq!(withheld.withheld(3), 120);
+//! ```
+
+use rustc_hash::FxHashMap as HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ir::{Item, Kind, Role};
+
+/// The state a lossy pass keeps to decide when its rewrites apply.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LossyGate {
+    /// Computed, never applied: reported as what they would save.
+    #[serde(default)]
+    withhold: bool,
+    /// One past the position of the latest assistant message (0: none yet).
+    #[serde(default)]
+    answered_before: usize,
+    /// Tokens each rewritten item's rewrite saves against its lossless form.
+    #[serde(default, with = "crate::chat::position_map")]
+    saved: HashMap<usize, usize>,
+}
+
+impl LossyGate {
+    /// A gate; `withhold` when no rewrite may ever apply.
+    pub fn new(withhold: bool) -> Self {
+        LossyGate {
+            withhold,
+            ..Default::default()
+        }
+    }
+
+    /// Notes item `i` if it is an assistant message (call for every item, in order).
+    pub fn observe(&mut self, i: usize, item: &Item) {
+        if matches!(&item.kind, Kind::Message(m) if m.role == Role::Assistant) {
+            self.saw_assistant(i);
+        }
+    }
+
+    /// Notes an assistant message at position `i`.
+    pub fn saw_assistant(&mut self, i: usize) {
+        self.answered_before = self.answered_before.max(i);
+    }
+
+    /// True when an assistant turn follows item `i`.
+    pub fn answered(&self, i: usize) -> bool {
+        i < self.answered_before
+    }
+
+    /// Records that item `i` has a lossy rewrite saving `tokens` (added up over its blocks).
+    pub fn record(&mut self, i: usize, tokens: usize) {
+        *self.saved.entry(i).or_default() += tokens;
+    }
+
+    /// True when item `i`'s rewrite is in force.
+    pub fn applies(&self, i: usize) -> bool {
+        !self.withhold && self.answered(i)
+    }
+
+    /// Tokens item `i`'s withheld rewrite would have saved (0 when it applies, waits for the
+    /// agent's answer, or there is none).
+    pub fn withheld(&self, i: usize) -> usize {
+        if self.withhold && self.answered(i) {
+            self.saved.get(&i).copied().unwrap_or(0)
+        } else {
+            0
+        }
+    }
+}
