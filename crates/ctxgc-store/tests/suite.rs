@@ -460,14 +460,14 @@ fn sessions_are_listed_in_order_of_their_ids() {
 fn the_schema_is_migrated_once_and_a_newer_schema_is_refused() {
     on_every_backend(|db| {
         let mut store = db.open().unwrap();
-        assert_eq!(store.schema_version().unwrap(), 2);
+        assert_eq!(store.schema_version().unwrap(), 3);
         store
             .append("c", Format::Events, 0, &items(&set_var("e1", 1, "x", 1)))
             .unwrap();
         drop(store);
         // Opening again applies nothing twice and keeps the data.
         let mut store = db.open().unwrap();
-        assert_eq!(store.schema_version().unwrap(), 2);
+        assert_eq!(store.schema_version().unwrap(), 3);
         assert_eq!(store.items("c", 0).unwrap().len(), 1);
         drop(store);
         raw_sql(db, "INSERT INTO schema_version (version) VALUES (99)");
