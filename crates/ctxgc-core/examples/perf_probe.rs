@@ -5,6 +5,7 @@
 //! cargo run --release -p ctxgc-core --example perf_probe -- count FILE [REPEATS]
 //! cargo run --release -p ctxgc-core --example perf_probe -- first-count
 //! cargo run --release -p ctxgc-core --example perf_probe -- append1 CHAT_FILE [STEPS]
+//! cargo run --release -p ctxgc-core --example perf_probe -- live CHAT_FILE [STEPS]
 //! cargo run --release -p ctxgc-core --example perf_probe -- gen-events N OUT
 //! cargo run --release -p ctxgc-core --example perf_probe -- gen-chat N RECORDS_JSONL OUT
 //! ```
@@ -16,7 +17,10 @@
 //! for ctxgc's tokenizer and for tiktoken-rs building its own. `append1` replays the last
 //! STEPS messages of a chat (a JSON array of messages) one at a time, compiling the whole chat
 //! so far after each, as a stateless caller in front of a live session does, and prints the
-//! median step in microseconds. `gen-events` writes the
+//! median step in microseconds. `live` does the same through a
+//! [`ctxgc_core::chat::live::LiveChat`] holding the chat (append one message, compile it, read
+//! the register) and prints the median step, and apart from it the median time to render the
+//! whole compiled document after a step. `gen-events` writes the
 //! generated trace of `ctxgc_core::synth::events_jsonl` (seed 42) as a JSON array;
 //! `gen-chat` writes `ctxgc_core::synth::chat_json` of the records.
 
@@ -40,7 +44,7 @@ fn ms(start: Instant) -> f64 {
 fn usage() -> ! {
     eprintln!(
         "usage: perf_probe compile FILE [REPEATS] | count FILE [REPEATS] | first-count \
-         | gen-events N OUT | gen-chat N RECORDS_JSONL OUT"
+         | append1 CHAT [STEPS] | live CHAT [STEPS] | gen-events N OUT | gen-chat N RECORDS_JSONL OUT"
     );
     std::process::exit(2)
 }
@@ -142,6 +146,48 @@ fn main() {
                 "{{\"messages\":{},\"median_us\":{:.1}}}",
                 messages.len(),
                 median(times)
+            );
+        }
+        Some("live") => {
+            let text = read(1);
+            let messages: Vec<serde_json::Value> =
+                serde_json::from_str(&text).unwrap_or_else(|e| {
+                    eprintln!("perf_probe: the chat is not a JSON array of messages: {e}");
+                    std::process::exit(1)
+                });
+            let steps = repeats(2).min(messages.len().saturating_sub(1)).max(1);
+            let held = messages.len() - steps;
+            let start_text = serde_json::to_string(&messages[..held]).expect("messages serialise");
+            let options = Options::default();
+            let mut live = ctxgc_core::chat::live::LiveChat::new(&start_text, &options)
+                .unwrap_or_else(|e| {
+                    eprintln!("perf_probe: {e}");
+                    std::process::exit(1)
+                });
+            let appended: Vec<String> = messages[held..].iter().map(|m| m.to_string()).collect();
+            let mut steps_us = Vec::new();
+            let mut renders_us = Vec::new();
+            for message in &appended {
+                let start = Instant::now();
+                live.append(message).unwrap_or_else(|e| {
+                    eprintln!("perf_probe: {e}");
+                    std::process::exit(1)
+                });
+                std::hint::black_box(live.register());
+                steps_us.push(start.elapsed().as_secs_f64() * 1e6);
+                let start = Instant::now();
+                let rendered = live.render().unwrap_or_else(|e| {
+                    eprintln!("perf_probe: {e}");
+                    std::process::exit(1)
+                });
+                std::hint::black_box(rendered.text.len());
+                renders_us.push(start.elapsed().as_secs_f64() * 1e6);
+            }
+            println!(
+                "{{\"messages\":{},\"median_us\":{:.1},\"render_median_us\":{:.1}}}",
+                messages.len(),
+                median(steps_us),
+                median(renders_us)
             );
         }
         Some("gen-events") => {

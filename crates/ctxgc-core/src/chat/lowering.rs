@@ -153,27 +153,33 @@ pub fn chat_format_of(doc: &Value) -> Format {
     let Some(list) = list else {
         return Format::OpenaiChat;
     };
-    for m in list {
-        if m.get("type")
-            .and_then(Value::as_str)
-            .is_some_and(|t| RESPONSES_ITEMS.contains(&t))
-        {
-            return Format::Responses;
-        }
-        if m.get("content")
-            .and_then(Value::as_array)
-            .is_some_and(|blocks| {
-                blocks.iter().any(|b| {
-                    b.get("type")
-                        .and_then(Value::as_str)
-                        .is_some_and(|t| ANTHROPIC_BLOCKS.contains(&t))
-                })
-            })
-        {
-            return Format::Anthropic;
-        }
+    list.iter()
+        .find_map(message_format)
+        .unwrap_or(Format::OpenaiChat)
+}
+
+/// The format one message of a list shows by itself (a Responses item type, or Anthropic
+/// content blocks), if any: [`chat_format_of`] takes the first message that shows one.
+pub fn message_format(m: &Value) -> Option<Format> {
+    if m.get("type")
+        .and_then(Value::as_str)
+        .is_some_and(|t| RESPONSES_ITEMS.contains(&t))
+    {
+        return Some(Format::Responses);
     }
-    Format::OpenaiChat
+    if m.get("content")
+        .and_then(Value::as_array)
+        .is_some_and(|blocks| {
+            blocks.iter().any(|b| {
+                b.get("type")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| ANTHROPIC_BLOCKS.contains(&t))
+            })
+        })
+    {
+        return Some(Format::Anthropic);
+    }
+    None
 }
 
 /// Lowers one chat document of a known format.
@@ -274,7 +280,18 @@ fn lower_items(
     raw: &[RawItem<'_>],
     anthropic_system: Option<&str>,
 ) -> Result<Vec<Item>, Error> {
-    let items = match format {
+    let items = lower_unchecked(format, raw, anthropic_system)?;
+    one_result_per_call(format, &items)?;
+    Ok(items)
+}
+
+/// Lowers raw items of a chat format, without the rules that span messages.
+pub(crate) fn lower_unchecked(
+    format: Format,
+    raw: &[RawItem<'_>],
+    anthropic_system: Option<&str>,
+) -> Result<Vec<Item>, Error> {
+    match format {
         Format::OpenaiChat => crate::frontend::openai::lower_raw(raw),
         Format::Anthropic => crate::frontend::anthropic::lower_raw(raw, anthropic_system),
         Format::Responses => crate::frontend::responses::lower_raw(raw),
@@ -282,9 +299,7 @@ fn lower_items(
             "{} is not a chat format",
             other.name()
         ))),
-    }?;
-    one_result_per_call(format, &items)?;
-    Ok(items)
+    }
 }
 
 /// Refuses a tool result for a call that already has its result. Call ids may be reused (a
@@ -292,34 +307,65 @@ fn lower_items(
 /// no call left to answer is ambiguous: which of the two the model saw, and which one a pass
 /// may point at, cannot be known.
 fn one_result_per_call(format: Format, items: &[Item]) -> Result<(), Error> {
-    use crate::ir::{Block, Kind};
-    use std::collections::HashMap;
-    let field = match format {
-        Format::Anthropic => "tool_use_id",
-        Format::Responses => "call_id",
-        _ => "tool_call_id",
-    };
-    let mut open: HashMap<&str, usize> = HashMap::new();
-    let mut answered: HashMap<&str, &str> = HashMap::new();
-    let mut problems = Vec::new();
-    for (i, item) in items.iter().enumerate() {
+    let mut check = ResultCheck::new(format);
+    let problems: Vec<Diagnostic> = items
+        .iter()
+        .enumerate()
+        .flat_map(|(i, item)| check.add(i, item))
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Invalid(problems))
+    }
+}
+
+/// The one-result-per-call rule, checked message by message (what a live session checks
+/// for each message it appends).
+#[derive(Debug, Clone)]
+pub struct ResultCheck {
+    field: &'static str,
+    /// Calls without their result yet, by call id.
+    open: std::collections::HashMap<String, usize>,
+    /// The message that answered each call id last.
+    answered: std::collections::HashMap<String, String>,
+}
+
+impl ResultCheck {
+    /// No message seen yet.
+    pub fn new(format: Format) -> Self {
+        ResultCheck {
+            field: match format {
+                Format::Anthropic => "tool_use_id",
+                Format::Responses => "call_id",
+                _ => "tool_call_id",
+            },
+            open: Default::default(),
+            answered: Default::default(),
+        }
+    }
+
+    /// Takes item `i` into account; the problems it brings (a second result for a call).
+    pub fn add(&mut self, i: usize, item: &Item) -> Vec<Diagnostic> {
+        use crate::ir::{Block, Kind};
+        let mut problems = Vec::new();
         let Kind::Message(m) = &item.kind else {
-            continue;
+            return problems;
         };
         for block in &m.blocks {
             match block {
-                Block::ToolCall(call) => *open.entry(call.call_id.as_str()).or_default() += 1,
-                Block::ToolResult(out) => match open.get_mut(out.call_id.as_str()) {
+                Block::ToolCall(call) => *self.open.entry(call.call_id.clone()).or_default() += 1,
+                Block::ToolResult(out) => match self.open.get_mut(out.call_id.as_str()) {
                     Some(n) if *n > 0 => {
                         *n -= 1;
-                        answered.insert(out.call_id.as_str(), item.id.as_str());
+                        self.answered.insert(out.call_id.clone(), item.id.clone());
                     }
                     _ => {
-                        if let Some(first) = answered.get(out.call_id.as_str()) {
+                        if let Some(first) = self.answered.get(out.call_id.as_str()) {
                             problems.push(Diagnostic::new(
                                 i,
                                 Some(item.id.clone()),
-                                Some(field),
+                                Some(self.field),
                                 format!(
                                     "a second tool result for call {:?}, which {first} already answered",
                                     out.call_id
@@ -331,11 +377,7 @@ fn one_result_per_call(format: Format, items: &[Item]) -> Result<(), Error> {
                 _ => {}
             }
         }
-    }
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::Invalid(problems))
+        problems
     }
 }
 

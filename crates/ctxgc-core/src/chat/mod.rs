@@ -33,6 +33,7 @@ use crate::tokens::Tokenizer;
 
 pub mod compact;
 pub mod compile;
+pub mod live;
 pub mod lowering;
 pub mod pairing;
 pub mod register;
