@@ -58,44 +58,58 @@ fn a_learned_projection_trims_a_corpus_file_as_a_pass() {
     let projection = projection.to_str().unwrap();
     ok(ctxgc(&["learn", corpus, "-o", projection]));
 
-    let plain = ok(ctxgc(&["compile", corpus, "--dry-run"]));
-    let trimmed = ok(ctxgc(&[
-        "compile",
-        corpus,
-        "--dry-run",
-        "--projection",
-        projection,
-    ]));
-    let count = |text: &str| {
-        let plan: Value = serde_json::from_str(text).unwrap();
-        let decisions = plan["decisions"].as_array().unwrap();
-        let projected = decisions
+    let plan = |extra: &[&str]| -> Value {
+        let mut args = vec!["compile", corpus, "--dry-run"];
+        args.extend_from_slice(extra);
+        serde_json::from_str(&ok(ctxgc(&args))).unwrap()
+    };
+    let projected = |plan: &Value| {
+        plan["decisions"]
+            .as_array()
+            .unwrap()
             .iter()
             .filter(|d| d["reason"] == "projection" && d["action"] == "rewrite")
-            .count();
-        (projected, plan["tokens_after"].as_u64().unwrap())
+            .count()
     };
-    let (none, plain_after) = count(&plain);
-    let (some, trimmed_after) = count(&trimmed);
-    assert_eq!(none, 0);
-    assert!(some > 0, "the projection trims tool outputs");
+    let tokens_after = |plan: &Value| plan["tokens_after"].as_u64().unwrap();
+    let plain = plan(&[]);
+    assert_eq!(projected(&plain), 0);
+
+    // The default preset without a recall tool withholds the projection (nobody could get a
+    // hidden field back) and says what it would have saved.
+    let withheld = plan(&["--projection", projection]);
+    assert_eq!(projected(&withheld), 0, "withheld without a recall tool");
+    assert_eq!(tokens_after(&withheld), tokens_after(&plain));
     assert!(
-        trimmed_after < plain_after,
-        "{trimmed_after} < {plain_after}"
+        withheld["would_save_tokens"].as_u64().unwrap_or(0) > 0,
+        "the report says what the withheld projection would have saved"
     );
 
-    // The output names no reference without a recall tool, and names the recall tool with one.
-    let out = ok(ctxgc(&["compile", corpus, "--projection", projection]));
-    assert!(out.contains("[hidden: ") && !out.contains("expand ref"));
+    // With a recall tool it trims tool outputs, and the stubs name the tool.
+    let recall = ["--projection", projection, "--expand-tool", "recall"];
+    let trimmed = plan(&recall);
+    assert!(projected(&trimmed) > 0, "the projection trims tool outputs");
+    assert!(
+        tokens_after(&trimmed) < tokens_after(&plain),
+        "{} < {}",
+        tokens_after(&trimmed),
+        tokens_after(&plain)
+    );
+    let mut args = vec!["compile", corpus];
+    args.extend_from_slice(&recall);
+    assert!(ok(ctxgc(&args)).contains("— call recall with id "));
+
+    // The aggressive preset applies it without a recall tool: the footer names what was
+    // hidden and no reference nobody could redeem.
     let out = ok(ctxgc(&[
         "compile",
         corpus,
         "--projection",
         projection,
-        "--expand-tool",
-        "recall",
+        "--preset",
+        "aggressive",
     ]));
-    assert!(out.contains("— call recall with id "));
+    assert!(out.contains("[hidden: ") && !out.contains("expand ref"));
 
     // A broken projection file: a usage error naming it, before any input is read.
     let broken = scratch.path().join("broken.json");

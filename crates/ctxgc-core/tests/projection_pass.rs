@@ -224,3 +224,39 @@ fn the_same_projection_trims_event_traces_and_the_prompt_shows_the_trimmed_outpu
     assert!(trimmed > 0, "the projection trims some event output");
     assert!(withheld > 0, "what it withheld is reported");
 }
+
+/// A lossy rewrite is taken only when it beats the lossless one: with a projection, no
+/// conversation is ever longer than without it (a projection hiding a few short values, plus
+/// its footer, used to come out longer than the compact JSON the compact-json pass sends).
+#[test]
+fn a_projection_never_sends_more_than_the_lossless_rewrite() {
+    for name in [
+        "tau-bench-airline-gpt4o.jsonl",
+        "tau2-bench-leaderboard.jsonl",
+    ] {
+        let Some(text) = corpus(name) else {
+            return;
+        };
+        let (projection, held_out) = learned(&text, 40, 40);
+        let mut lossless = Options::default();
+        lossless.chat.expand_tool = Some("recall".to_owned());
+        let projected = with_projection(&projection, Some("recall"));
+        let mut taken = 0;
+        for (k, line) in held_out.iter().enumerate() {
+            let without = compile(line, &lossless).expect("compiles");
+            let with = compile(line, &projected).expect("compiles");
+            assert!(
+                with.tokens_after <= without.tokens_after,
+                "{name} held-out record {k}: {} tokens with the projection, {} without",
+                with.tokens_after,
+                without.tokens_after
+            );
+            taken += with
+                .decisions
+                .iter()
+                .filter(|d| d.reason == Some(Reason::Projection))
+                .count();
+        }
+        assert!(taken > 0, "{name}: the projection still trims some outputs");
+    }
+}

@@ -77,12 +77,22 @@ pub fn print_compiled(compiled: &Compiled, json: bool, dry_run: bool) -> Result<
         eprintln!("ctxgc: warning: {w}");
     }
     if dry_run {
-        let plan = json!({
+        let mut plan = json!({
             "format": compiled.format,
             "tokens_before": compiled.tokens_before,
             "tokens_after": compiled.tokens_after,
             "decisions": compiled.decisions,
         });
+        // What lossy rewrites withheld for want of a recall tool would have saved: the plan
+        // says it, as the JSON report does.
+        if compiled.would_save_tokens > 0
+            && let Some(map) = plan.as_object_mut()
+        {
+            map.insert(
+                "would_save_tokens".into(),
+                Value::from(compiled.would_save_tokens),
+            );
+        }
         print_pretty(&plan)?;
     } else if json && !compiled.records.is_empty() {
         // One report per record and line, like the input.

@@ -11,7 +11,8 @@
 //! **Why it is safe.** The projection is the operator's statement of what the agent does not
 //! need, learned from the agent's own runs and open to review; identifying fields (ids, names,
 //! titles) are always kept, error outputs are never trimmed, and an output is only trimmed
-//! when that saves at least the projection's `min_saving_tokens` (footer included). The
+//! when that saves at least the projection's `min_saving_tokens` (footer included) and costs
+//! fewer tokens than the lossless compact JSON the `compact-json` pass would send. The
 //! decision depends only on the output and its tool, so it is made once, on arrival, and never
 //! changes. Outputs of `--keep-tool` tools and of the recall tool are never touched.
 //!
@@ -31,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{Cx, Pass, PassDoc};
+use crate::chat::compact::compact_json;
 use crate::chat::pairing::{Pairing, results_of};
 use crate::ir::{Kind, plain_value};
 use crate::plan::{Action, BlockRewrite, Reason, Verdict};
@@ -108,8 +110,9 @@ impl ProjectionPass {
         }
     }
 
-    /// Trims one output of `tool` in item `id`: the text, the note and the tokens saved;
-    /// `None` when nothing is hidden.
+    /// Trims one output of `tool` in item `id`: the text, the note and the tokens saved
+    /// against the lossless rewrite; `None` when nothing is hidden or hiding does not beat
+    /// the lossless rewrite.
     fn trim(
         &self,
         id: &str,
@@ -125,9 +128,17 @@ impl ProjectionPass {
             .config
             .projection
             .apply_with_footer(tool, text, is_error, &footer);
-        (trimmed.outcome == Outcome::Trimmed).then(|| {
-            let tok = self.config.projection.tokenizer;
-            let saved = tok.count(text).saturating_sub(tok.count(&trimmed.text));
+        if trimmed.outcome != Outcome::Trimmed {
+            return None;
+        }
+        // A lossy rewrite is taken only when it beats the lossless one: the compact JSON (or
+        // table encoding) the compact-json pass would send instead. A projection that hides a
+        // few short values can be longer than that once its footer is added.
+        let tok = self.config.projection.tokenizer;
+        let after = tok.count(&trimmed.text);
+        let lossless = compact_json(text, tok).map_or_else(|| tok.count(text), |c| c.tokens_after);
+        (after < lossless).then(|| {
+            let saved = lossless - after;
             let note = format!(
                 "{tool}: hid {} value{} ({})",
                 trimmed.hidden_values,
