@@ -11,9 +11,8 @@
 
 use ctxgc_core::chat::message_of;
 use ctxgc_core::ir::Role;
-use ctxgc_core::render::messages::{item_json, register_message};
+use ctxgc_core::render::messages::{anthropic_system, item_json, register_message};
 use ctxgc_core::{Action, Error, Format, Session};
-use serde_json::{Value, json};
 
 use crate::request::Conversation;
 
@@ -39,10 +38,6 @@ pub struct Rendered {
     receipts: usize,
 }
 
-fn internal(message: impl Into<String>) -> Error {
-    Error::Usage(format!("rendering failed: {}", message.into()))
-}
-
 impl Rendered {
     /// Starts rendering `session` (a cache-stable one) as of its last compaction step, with
     /// the register that step gave; nothing rendered yet.
@@ -66,22 +61,7 @@ impl Rendered {
         if format == Format::Anthropic {
             // As the compiler's Anthropic renderer writes it: the prompt's own bytes, or its
             // blocks with the register as one more text block.
-            let mut system = match system_item {
-                Some(s) => item_json(format, session, s, true)?,
-                None => None,
-            };
-            if let Some(r) = register {
-                let mut blocks = match system.as_deref().map(serde_json::from_str::<Value>) {
-                    None => Vec::new(),
-                    Some(Ok(Value::String(text))) => vec![json!({"type": "text", "text": text})],
-                    Some(Ok(Value::Array(list))) => list,
-                    Some(Ok(Value::Null)) => Vec::new(),
-                    Some(_) => return Err(internal("the system prompt no longer parses")),
-                };
-                blocks.push(json!({"type": "text", "text": r}));
-                system = Some(Value::Array(blocks).to_string());
-            }
-            rendered.system = system;
+            rendered.system = anthropic_system(session, system_item, register)?;
             rendered.register_placed = true;
         } else {
             rendered.register = register.map(|r| register_message(format, r).to_string());

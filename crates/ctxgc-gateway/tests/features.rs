@@ -110,7 +110,7 @@ async fn recall_is_answered_from_the_store_and_the_client_sees_a_normal_answer()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_recall_stubs_name_no_tool() {
+async fn without_recall_an_answered_read_goes_upstream_whole() {
     let upstream = FakeUpstream::start().await;
     let (_db, store) = sqlite_store();
     let gateway = TestGateway::start(options_for(&upstream.base), Some(store)).await;
@@ -121,9 +121,13 @@ async fn without_recall_stubs_name_no_tool() {
         .send()
         .await
         .unwrap();
+    // Without a recall channel the default preset hides nothing nobody could get back: the
+    // answered read goes upstream whole, and no stub names a tool the model does not have.
     let sent = String::from_utf8(upstream.last().body).unwrap();
     assert!(!sent.contains("ctxgc_recall"), "{sent}");
-    assert!(sent.contains("kept by the operator"), "{sent}");
+    assert!(!sent.contains("lines omitted"), "{sent}");
+    let body: Value = serde_json::from_str(&sent).unwrap();
+    assert_eq!(body["messages"][3]["content"], Value::String(file));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

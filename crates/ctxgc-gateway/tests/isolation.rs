@@ -26,6 +26,8 @@ fn long_read(model: &str, file: &str) -> Value {
         {"role": "user", "content": "Look at src/lib.rs."},
         read_call("c1"),
         {"role": "tool", "tool_call_id": "c1", "content": file},
+        // The agent has read the file whole; only then may it be folded.
+        {"role": "assistant", "content": "I have read it."},
         {"role": "user", "content": "What does line 100 say?"}
     ]})
 }

@@ -148,6 +148,7 @@ async fn official_sdks_read_one_stream_through_a_recall() {
         {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
             "function": {"name": "read_file", "arguments": "{\"path\": \"src/lib.rs\"}"}}]},
         {"role": "tool", "tool_call_id": "c1", "content": file},
+        {"role": "assistant", "content": "I have read it."},
         {"role": "user", "content": "What does line 100 say?"}]});
     let r = http
         .post(format!("{}/v1/chat/completions", gateway.base))

@@ -315,18 +315,18 @@ fn envelope_with(doc: &ChatDoc, list: String) -> String {
     }
 }
 
-fn render_anthropic(
-    doc: &ChatDoc,
+/// The rendered Anthropic top-level `system` value: the prompt item's own bytes (as its plan
+/// renders them), or, with a register, its blocks with the register as one more text block.
+/// `None` when there is neither a prompt nor a register.
+pub fn anthropic_system(
     session: &Session,
+    system_item: Option<usize>,
     register: Option<&str>,
-) -> Result<RenderedChat, Error> {
-    let items = session.items();
-    let mut warnings = Vec::new();
-    // The system value: unchanged bytes unless a register is added or an old one removed.
-    let mut system: Option<String> = None;
-    if let Some(s) = doc.system_item {
-        system = item_json(Format::Anthropic, session, s, true)?;
-    }
+) -> Result<Option<String>, Error> {
+    let mut system = match system_item {
+        Some(s) => item_json(Format::Anthropic, session, s, true)?,
+        None => None,
+    };
     if let Some(r) = register {
         let mut blocks = match system.as_deref().map(serde_json::from_str::<Value>) {
             None => Vec::new(),
@@ -338,6 +338,18 @@ fn render_anthropic(
         blocks.push(json!({"type": "text", "text": r}));
         system = Some(Value::Array(blocks).to_string());
     }
+    Ok(system)
+}
+
+fn render_anthropic(
+    doc: &ChatDoc,
+    session: &Session,
+    register: Option<&str>,
+) -> Result<RenderedChat, Error> {
+    let items = session.items();
+    let mut warnings = Vec::new();
+    // The system value: unchanged bytes unless a register is added or an old one removed.
+    let system = anthropic_system(session, doc.system_item, register)?;
     let mut messages = Vec::new();
     if let Some(s) = &system {
         messages.push(OutputMessage {

@@ -37,6 +37,8 @@ chat_messages = [
         ],
     },
     {"role": "tool", "tool_call_id": "c1", "content": file_text},
+    # The agent has read the file whole; only then may it be folded.
+    {"role": "assistant", "content": "I have read it."},
     {"role": "user", "content": "What does line 100 say?"},
 ]
 
