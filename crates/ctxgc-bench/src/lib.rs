@@ -29,7 +29,7 @@
 //! let names: Vec<&str> = report.totals.iter().map(|s| s.strategy.as_str()).collect();
 //! assert_eq!(names, ["full", "truncate-events", "truncate-tokens", "clear-tool-results",
 //!                    "ctxgc", "ctxgc-recall", "ctxgc-projection", "ctxgc-lossless",
-//!                    "ctxgc-aggressive", "ctxgc-cache"]);
+//!                    "ctxgc-aggressive", "ctxgc-cache", "ctxgc-cache-projection"]);
 //! let ctxgc = &report.totals[4];
 //! assert_eq!(ctxgc.strategy, "ctxgc");
 //! assert!(ctxgc.reduction.unwrap() > 0.0);

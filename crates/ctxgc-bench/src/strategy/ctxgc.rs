@@ -76,6 +76,26 @@ pub fn build_projection(_spec: &str, params: &Params) -> Result<Box<dyn Strategy
     ))
 }
 
+/// Builds `ctxgc-cache-projection`: what the gateway runs with `--recall` and a projection —
+/// cache-stable compilation, a recall tool, and the leave-one-out projection (no parameters).
+pub fn build_cache_projection(
+    _spec: &str,
+    params: &Params,
+) -> Result<Box<dyn Strategy>, SpecError> {
+    params.only(&[])?;
+    Ok(Box::new(
+        Ctxgc::new(
+            "ctxgc-cache-projection",
+            "ctxgc compile --preset cache-stable --expand-tool ctxgc_recall --projection P (P learned leave-one-out): history compacted in steps that pay, lossy rewrites recallable",
+            |o| {
+                o.chat.expand_tool = Some(RECALL_TOOL.to_owned());
+                o.chat.cache = Some(ctxgc_core::session::CacheModel::default());
+            },
+        )
+        .with_projection(),
+    ))
+}
+
 /// Builds `ctxgc` (no parameters).
 pub fn build_default(_spec: &str, params: &Params) -> Result<Box<dyn Strategy>, SpecError> {
     params.only(&[])?;

@@ -173,6 +173,7 @@ pub const BUILTIN: &[StrategyInfo] = &[
     StrategyInfo { name: "ctxgc-aggressive", summary: "ctxgc compile --preset aggressive: lower thresholds for sampling and folding", default: true, build: |_, p| ctxgc::configured(p, "ctxgc-aggressive", "ctxgc compile --preset aggressive", |o| o.chat.preset = Preset::Aggressive) },
     StrategyInfo { name: "mask-observations", summary: "tool outputs older than the last `keep` agent turns become a stub naming the recall tool, in steps taken only when they pay under the prompt cache (params keep=, eager=, min-reclaim=); for long sessions", default: false, build: mask::build },
     StrategyInfo { name: "ctxgc-cache", summary: "ctxgc compile --preset cache-stable: earlier output kept byte-stable, history compacted only in steps that pay for themselves under the prompt-cache cost model", default: true, build: |_, p| ctxgc::configured(p, "ctxgc-cache", "ctxgc compile --preset cache-stable", |o| o.chat.cache = Some(ctxgc_core::session::CacheModel::default())) },
+    StrategyInfo { name: "ctxgc-cache-projection", summary: "ctxgc compile --preset cache-stable with a recall tool and the leave-one-out projection: what the gateway runs with --recall and a projection", default: true, build: ctxgc::build_cache_projection },
 ];
 
 /// Builds a strategy from its spec: `NAME`, `NAME:key=value,...` or `external:COMMAND`.
