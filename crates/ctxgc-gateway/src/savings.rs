@@ -6,7 +6,10 @@
 //! blocking thread: counting the tokens of two request bodies and a store write never delay
 //! an answer. Only requests the upstream answered with success count: a refused request
 //! saved nothing. Tokens are those of the whole request body (envelope and messages) as the
-//! client sent it and as it went upstream, counted with the compiler's tokenizer.
+//! client sent it and as it went upstream, counted with the compiler's tokenizer entry by
+//! entry and message by message (see [`body_tokens`]): a message is counted once in the
+//! conversation's life (the count cache knows it by its content hash), so the record of the
+//! thousandth request costs what that request added, not what the conversation holds.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,6 +18,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use axum::body::Bytes;
 use ctxgc_core::store::Store;
 use ctxgc_core::store::savings::{ProviderUsage, SavingsRecord, SavingsSource};
+use ctxgc_core::{Format, Tokenizer};
 
 use crate::server::Gateway;
 use crate::sessions::Compiled;
@@ -26,6 +30,7 @@ pub(crate) struct Pending {
     context_id: String,
     ordinal: u64,
     endpoint: String,
+    format: Option<Format>,
     before: Bytes,
     after: Bytes,
 }
@@ -35,6 +40,7 @@ impl Pending {
     /// sent it; `after`: as it goes upstream).
     pub(crate) fn of(
         compiled: Option<&Compiled>,
+        format: Option<Format>,
         endpoint: &str,
         before: &Bytes,
         after: &Bytes,
@@ -43,6 +49,7 @@ impl Pending {
             context_id: c.context_id.clone(),
             ordinal: c.items as u64,
             endpoint: endpoint.to_owned(),
+            format,
             before: before.clone(),
             after: after.clone(),
         })
@@ -127,9 +134,7 @@ pub(crate) fn record(gateway: &Arc<Gateway>, pending: Pending, usage: Usage, sta
     let writing = Writing::start(gateway.clone());
     let job = move || {
         let _writing = writing;
-        // Whole request bodies are unique: counted without the count cache, which would
-        // only fill with entries never asked for again.
-        let count = |body: &Bytes| tokenizer.count_uncached(&String::from_utf8_lossy(body)) as u64;
+        let count = |body: &Bytes| body_tokens(tokenizer, pending.format, body);
         let record = SavingsRecord {
             source: SavingsSource::Gateway,
             tokens_before: count(&pending.before),
@@ -152,5 +157,68 @@ pub(crate) fn record(gateway: &Arc<Gateway>, pending: Pending, usage: Usage, sta
             runtime.spawn_blocking(job);
         }
         Err(_) => job(),
+    }
+}
+
+/// The tokens of a request body as a savings record counts them: of each top-level key and value, the item list counted
+/// message by message. Messages and long values are remembered by content hash (the
+/// tokenizer's count cache), so a conversation's later requests count only what they add.
+/// This differs from counting the body as one text by at most a few tokens per message
+/// (where a message's JSON meets its neighbour's), the same way for the body sent and the
+/// body received. A body the request parser does not read is counted as one text.
+pub fn body_tokens(tokenizer: Tokenizer, format: Option<Format>, body: &[u8]) -> u64 {
+    let parsed = format.and_then(|f| crate::request::parse(body, f).ok());
+    let Some(crate::request::Parsed::Conversation(conversation)) = parsed else {
+        return tokenizer.count_uncached(&String::from_utf8_lossy(body)) as u64;
+    };
+    let mut total = 0;
+    for (key, value) in &conversation.entries {
+        total += tokenizer.count(key);
+        total += if key == conversation.items_key {
+            conversation
+                .messages
+                .iter()
+                .map(|m| tokenizer.count(m.get()))
+                .sum()
+        } else {
+            tokenizer.count(value.get())
+        };
+    }
+    total as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_is_counted_entry_by_entry_close_to_the_whole_text() {
+        let tokenizer = Tokenizer::default();
+        let messages: Vec<String> = (0..50)
+            .map(|i| {
+                format!(r#"{{"role":"user","content":"question {i}: where is flight UA{i}?"}}"#)
+            })
+            .collect();
+        let body = format!(
+            r#"{{"model":"gpt-4o","messages":[{}],"stream":true}}"#,
+            messages.join(",")
+        );
+        let whole = tokenizer.count_uncached(&body) as u64;
+        let counted = body_tokens(tokenizer, Some(Format::OpenaiChat), body.as_bytes());
+        // A few tokens per message at most, where one message's JSON meets the next.
+        assert!(
+            counted.abs_diff(whole) <= 3 * messages.len() as u64,
+            "{counted} vs {whole}"
+        );
+        // Deterministic, and a body the parser cannot read is counted as one text.
+        assert_eq!(
+            counted,
+            body_tokens(tokenizer, Some(Format::OpenaiChat), body.as_bytes())
+        );
+        assert_eq!(
+            body_tokens(tokenizer, Some(Format::OpenaiChat), b"not json"),
+            tokenizer.count_uncached("not json") as u64
+        );
+        assert_eq!(body_tokens(tokenizer, None, body.as_bytes()), whole);
     }
 }

@@ -527,6 +527,7 @@ async fn forward(State(gateway): State<Arc<Gateway>>, request: Request) -> Respo
         .is_some_and(|c| c.path == CompilePath::Incremental);
     let savings = crate::savings::Pending::of(
         prepared.compiled.as_ref(),
+        prepared.format,
         provider_path,
         &original,
         &prepared.body,
