@@ -1,6 +1,7 @@
 //! Load, run by `scripts/load-test.sh` (ignored in the normal suite): rounds of 200
 //! concurrent tool calls over HTTP (20 agents, 10 calls each at once) through one proxy in
-//! automatic mode (outputs observed, learned, trimmed, originals stored), for
+//! automatic mode (outputs observed, learned, trimmed, originals stored; each round ends its
+//! run with the done tool), for
 //! `CTXGC_LOAD_SECONDS` (default 20). Every answer must be its own call's; the process's
 //! resident memory is sampled after every round and must not keep growing (the last sample
 //! within twice the second round's).
@@ -24,6 +25,23 @@ fn env_number(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(default)
+}
+
+/// An answer that uses a few fields of a flights output (trimmed or not).
+fn answer_from(output: &str) -> String {
+    let body = output.split("\n[hidden:").next().unwrap_or(output);
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(body) else {
+        return "no flights".to_owned();
+    };
+    let f = &v["flights"][0];
+    format!(
+        "Book {} from {} to {} with {}, departing {}.",
+        f["id"].as_str().unwrap_or("?"),
+        f["origin"].as_str().unwrap_or("?"),
+        f["destination"].as_str().unwrap_or("?"),
+        f["airline"].as_str().unwrap_or("?"),
+        f["departure"].as_str().unwrap_or("?"),
+    )
 }
 
 fn rss_kib() -> u64 {
@@ -87,7 +105,7 @@ async fn proxy_under_sustained_concurrent_calls() {
                         if is_error || got != text {
                             return Err(format!("{n}: echo answered {got:?}"));
                         }
-                        Ok(false)
+                        Ok(None)
                     } else {
                         let (from, to) = (AIRPORTS[n % 6], AIRPORTS[(n + 1 + c) % 6]);
                         let (got, is_error) = call_text(
@@ -99,16 +117,35 @@ async fn proxy_under_sustained_concurrent_calls() {
                         if is_error || !got.contains(from) || !got.contains(to) {
                             return Err(format!("{n}: flights {from}-{to} answered {got:.200}"));
                         }
-                        Ok(got.contains("expand"))
+                        Ok(Some(got))
                     }
                 }));
             }
         }
+        let mut flights = None;
         for task in tasks {
             match task.await {
-                Ok(Ok(t)) => trimmed += usize::from(t),
+                Ok(Ok(None)) => {}
+                Ok(Ok(Some(output))) => {
+                    trimmed += usize::from(output.contains("expand"));
+                    flights.get_or_insert(output);
+                }
                 Ok(Err(e)) => errors.push(e),
                 Err(e) => errors.push(format!("task: {e}")),
+            }
+        }
+        // Each round is one run: the agent answers with what it used, so automatic mode
+        // learns after `min_runs` rounds and trims from then on, and the run in progress
+        // (kept in memory until its answer) starts empty again.
+        if let Some(output) = flights {
+            let (receipt, is_error) = call_text(
+                &agents[0],
+                "ctxgc_done",
+                json!({"answer": answer_from(&output)}),
+            )
+            .await;
+            if is_error {
+                errors.push(format!("ctxgc_done: {receipt}"));
             }
         }
         total += agents_n * per_agent;
