@@ -162,7 +162,8 @@ pub(crate) fn record(gateway: &Arc<Gateway>, pending: Pending, usage: Usage, sta
 
 /// The tokens of a request body as a savings record counts them: of each top-level key and value, the item list counted
 /// message by message. Messages and long values are remembered by content hash (the
-/// tokenizer's count cache), so a conversation's later requests count only what they add.
+/// tokenizer's count cache, short ones too), so a conversation's later requests count only
+/// what they add.
 /// This differs from counting the body as one text by at most a few tokens per message
 /// (where a message's JSON meets its neighbour's), the same way for the body sent and the
 /// body received. A body the request parser does not read is counted as one text.
@@ -178,7 +179,7 @@ pub fn body_tokens(tokenizer: Tokenizer, format: Option<Format>, body: &[u8]) ->
             conversation
                 .messages
                 .iter()
-                .map(|m| tokenizer.count(m.get()))
+                .map(|m| tokenizer.count_cached(m.get()))
                 .sum()
         } else {
             tokenizer.count(value.get())
