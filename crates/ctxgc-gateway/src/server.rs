@@ -183,6 +183,9 @@ struct Tap {
     inner: ByteStream,
     reader: Option<UsageReader>,
     finish: Option<Finish>,
+    /// Bytes still to come when the upstream gave a length: the client's side stops polling
+    /// once it has them all, so the answer is complete when this reaches 0.
+    remaining: Option<u64>,
 }
 
 impl Tap {
@@ -204,6 +207,13 @@ impl Stream for Tap {
             std::task::Poll::Ready(Some(Ok(chunk))) => {
                 if let Some(reader) = self.reader.as_mut() {
                     reader.feed(chunk);
+                }
+                let len = chunk.len() as u64;
+                if let Some(remaining) = self.remaining.as_mut() {
+                    *remaining = remaining.saturating_sub(len);
+                    if *remaining == 0 {
+                        self.end(true);
+                    }
                 }
             }
             std::task::Poll::Ready(Some(Err(_))) => self.end(false),
@@ -454,6 +464,7 @@ fn relay(upstream: reqwest::Response, finish: Finish) -> Response {
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/event-stream"));
     let tap = Tap {
+        remaining: upstream.content_length(),
         inner: Box::pin(upstream.bytes_stream()),
         reader: Some(UsageReader::new(stream)),
         finish: Some(finish),
