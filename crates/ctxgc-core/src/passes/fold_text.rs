@@ -98,7 +98,7 @@ impl Pass for FoldText {
                 // A folded text's lossless form is the text itself.
                 let tok = self.config.tokenizer;
                 self.gate
-                    .record(i, tok.count(text).saturating_sub(tok.count(&f.text)));
+                    .record(i, || tok.count(text).saturating_sub(tok.count(&f.text)));
                 let entry = self.rewrites.entry(i).or_default();
                 entry.1.push(f.note);
                 entry.0.push(BlockRewrite {

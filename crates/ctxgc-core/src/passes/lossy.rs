@@ -15,13 +15,13 @@
 //! ```
 //! use ctxgc_core::passes::lossy::LossyGate;
 //! let mut gate = LossyGate::new(false);
-//! gate.record(3, 120);
+//! gate.record(3, || 120);
 //! assert!(!gate.applies(3));   // no assistant turn after the output yet
 //! gate.saw_assistant(4);
 //! assert!(gate.applies(3) && !gate.applies(4));
 //! assert_eq!(gate.withheld(3), 0); // applied, so nothing is withheld
 //! let mut withheld = LossyGate::new(true);
-//! withheld.record(3, 120);
+//! withheld.record(3, || 120);
 //! withheld.saw_assistant(4);
 //! assert!(!withheld.applies(3));
 //! assert_eq!(withheld.withheld(3), 120);
@@ -73,9 +73,13 @@ impl LossyGate {
         i < self.answered_before
     }
 
-    /// Records that item `i` has a lossy rewrite saving `tokens` (added up over its blocks).
-    pub fn record(&mut self, i: usize, tokens: usize) {
-        *self.saved.entry(i).or_default() += tokens;
+    /// Records that item `i` has a lossy rewrite saving `tokens()` (added up over its
+    /// blocks). The saving is only ever reported for a withheld rewrite, so it is counted
+    /// only then: a gate that lets rewrites apply never tokenizes for it.
+    pub fn record(&mut self, i: usize, tokens: impl FnOnce() -> usize) {
+        if self.withhold {
+            *self.saved.entry(i).or_default() += tokens();
+        }
     }
 
     /// True when item `i`'s rewrite is in force.

@@ -100,10 +100,11 @@ impl Pass for SampleRows {
                 };
                 // Saved against what compact-json would send in its place (lossless).
                 let tok = self.config.tokenizer;
-                let lossless =
-                    compact_json(text, tok).map_or_else(|| tok.count(text), |c| c.tokens_after);
-                self.gate
-                    .record(i, lossless.saturating_sub(tok.count(&s.text)));
+                self.gate.record(i, || {
+                    let lossless =
+                        compact_json(text, tok).map_or_else(|| tok.count(text), |c| c.tokens_after);
+                    lossless.saturating_sub(tok.count(&s.text))
+                });
                 let entry = self.rewrites.entry(i).or_default();
                 entry.1.push(s.note);
                 entry.0.push(BlockRewrite {
