@@ -218,7 +218,8 @@ pub fn report_events_counting(
     tokenizer: Tokenizer,
     counting: Counting,
 ) -> Compiled {
-    let rendered = prompt::render(session);
+    let plans = session.plans();
+    let rendered = prompt::render_planned(session, &plans);
     let tokens_before = counting.count(|| {
         let before: String = session
             .render_order()
@@ -230,7 +231,7 @@ pub fn report_events_counting(
         tokenizer.count(&before)
     });
     let tokens_after = counting.count(|| tokenizer.count(&rendered.text));
-    let decisions = session.decisions();
+    let decisions = session.decisions_of(&plans);
     let receipts = receipts_for(session.items(), &decisions);
     Compiled {
         format: Format::Events,

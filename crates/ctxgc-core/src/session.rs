@@ -488,14 +488,33 @@ impl Session {
         }
     }
 
+    /// Every item's plan, [`Session::plan_of`] for each in input order. A caller that both
+    /// renders and reports takes them once here (verdicts are computed on demand, so asking
+    /// per item twice computes them twice).
+    pub fn plans(&self) -> Vec<ItemPlan> {
+        (0..self.items.len()).map(|i| self.plan_of(i)).collect()
+    }
+
     /// Every item's decision, as reported (ids, codes), in input order.
     pub fn decisions(&self) -> Vec<Decision> {
-        (0..self.items.len()).map(|i| self.decision(i)).collect()
+        self.decisions_of(&self.plans())
+    }
+
+    /// Every item's decision, from the plans [`Session::plans`] gave.
+    pub fn decisions_of(&self, plans: &[ItemPlan]) -> Vec<Decision> {
+        plans
+            .iter()
+            .enumerate()
+            .map(|(i, plan)| self.decision_of(i, plan))
+            .collect()
     }
 
     /// One item's decision, as reported.
     pub fn decision(&self, i: usize) -> Decision {
-        let plan = self.plan_of(i);
+        self.decision_of(i, &self.plan_of(i))
+    }
+
+    fn decision_of(&self, i: usize, plan: &ItemPlan) -> Decision {
         match (&plan.verdict, &plan.protected_from) {
             (Some(v), _) => Decision {
                 id: self.items[i].id.clone(),

@@ -51,6 +51,114 @@ pub fn duplicate_key(text: &str) -> Option<DuplicateKey> {
     found
 }
 
+/// Parses `text` into a [`serde_json::Value`] (a repeated key keeps its last value, as
+/// serde_json does) and reports the first repeated key, in one pass over the text: the tree
+/// is built by a visitor that notices a key already present in its object. Only when one is
+/// found is the text walked again, by [`duplicate_key`], for the object's path.
+///
+/// ```
+/// use ctxgc_core::unique_keys::parse_unique;
+/// let (value, repeated) = parse_unique(r#"{"a": 1, "b": [{"c": 2.50}]}"#).unwrap();
+/// assert_eq!(value["b"][0]["c"].to_string(), "2.50");
+/// assert!(repeated.is_none());
+/// let (value, repeated) = parse_unique(r#"{"a": 1, "a": 2}"#).unwrap();
+/// assert_eq!(value["a"], 2);
+/// assert_eq!(repeated.unwrap().key, "a");
+/// assert!(parse_unique("{not json").is_err());
+/// ```
+pub fn parse_unique(
+    text: &str,
+) -> Result<(serde_json::Value, Option<DuplicateKey>), serde_json::Error> {
+    let mut repeated = false;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value = Build {
+        repeated: &mut repeated,
+    }
+    .deserialize(&mut de)?;
+    de.end()?;
+    let found = if repeated { duplicate_key(text) } else { None };
+    Ok((value, found))
+}
+
+/// Builds a [`serde_json::Value`] exactly as its own `Deserialize` does, noting whether any
+/// object repeats a key.
+struct Build<'a> {
+    repeated: &'a mut bool,
+}
+
+/// How serde_json hands an arbitrary-precision number to a visitor: a one-entry map under
+/// this key, whose value is the number's text.
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
+impl<'de> DeserializeSeed<'de> for Build<'_> {
+    type Value = serde_json::Value;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<serde_json::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Build<'_> {
+    type Value = serde_json::Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any valid JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<serde_json::Value, E> {
+        Ok(serde_json::Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<serde_json::Value, E> {
+        Ok(serde_json::Value::Number(v.into()))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<serde_json::Value, E> {
+        Ok(serde_json::Value::Number(v.into()))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<serde_json::Value, E> {
+        Ok(serde_json::Number::from_f64(v)
+            .map_or(serde_json::Value::Null, serde_json::Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<serde_json::Value, E> {
+        Ok(serde_json::Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<serde_json::Value, E> {
+        Ok(serde_json::Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<serde_json::Value, E> {
+        Ok(serde_json::Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<serde_json::Value, E> {
+        Ok(serde_json::Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<serde_json::Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(v) = seq.next_element_seed(Build {
+            repeated: &mut *self.repeated,
+        })? {
+            items.push(v);
+        }
+        Ok(serde_json::Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<serde_json::Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if key == NUMBER_TOKEN && object.is_empty() {
+                let text: String = map.next_value()?;
+                let number = text.parse().map_err(serde::de::Error::custom)?;
+                return Ok(serde_json::Value::Number(number));
+            }
+            let value = map.next_value_seed(Build {
+                repeated: &mut *self.repeated,
+            })?;
+            if object.insert(key, value).is_some() {
+                *self.repeated = true;
+            }
+        }
+        Ok(serde_json::Value::Object(object))
+    }
+}
+
 /// Walks a value, stopping at the first repeated key.
 struct Walk<'a> {
     path: String,

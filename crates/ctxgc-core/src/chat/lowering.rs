@@ -430,8 +430,8 @@ pub fn duplicate_key_problem(
 
 /// Parses one raw item, or records why it is not JSON (or holds a repeated key).
 pub fn parse_item(raw: &RawItem<'_>, index: usize, problems: &mut Problems) -> Option<Value> {
-    match serde_json::from_str::<Value>(raw.text) {
-        Ok(v @ Value::Object(_)) => match crate::unique_keys::duplicate_key(raw.text) {
+    match crate::unique_keys::parse_unique(raw.text) {
+        Ok((v @ Value::Object(_), repeated)) => match repeated {
             None => Some(v),
             Some(d) => {
                 problems
@@ -440,7 +440,7 @@ pub fn parse_item(raw: &RawItem<'_>, index: usize, problems: &mut Problems) -> O
                 None
             }
         },
-        Ok(other) => {
+        Ok((other, _)) => {
             problems.0.push(Diagnostic::new(
                 index,
                 None,

@@ -62,8 +62,8 @@ pub fn lower_raw_events(raw: &[RawItem<'_>], options: &EventOptions) -> Result<V
     let mut items = Vec::with_capacity(raw.len());
     let mut problems = Vec::new();
     for (index, raw) in raw.iter().enumerate() {
-        match serde_json::from_str::<Value>(raw.text) {
-            Ok(value) => match crate::unique_keys::duplicate_key(raw.text) {
+        match crate::unique_keys::parse_unique(raw.text) {
+            Ok((value, repeated)) => match repeated {
                 Some(d) => {
                     let id = value.get("id").and_then(Value::as_str).map(str::to_owned);
                     problems.push(crate::chat::lowering::duplicate_key_problem(index, id, &d));

@@ -89,7 +89,10 @@ fn looks_like_jsonl(text: &str) -> bool {
 }
 
 fn detect_document(doc: &str) -> Result<Detected, Error> {
-    let value: Value = serde_json::from_str(doc).map_err(|e| Error::json("input", &e))?;
+    // Only the top-level shape and the first item decide the format, so the document is read
+    // shallowly: its members stay unparsed slices of the input, and only the first item is
+    // parsed into a tree. (Parsing a whole 100k-event trace into a `Value` here, only to read
+    // its first element, cost as much as lowering it.)
     let single = |format| {
         Ok(Detected {
             format,
@@ -97,25 +100,28 @@ fn detect_document(doc: &str) -> Result<Detected, Error> {
             records: false,
         })
     };
-    match &value {
-        Value::Array(items) => match items.first() {
+    let is_array = |raw: &RawValue| raw.get().starts_with('[');
+    match doc.as_bytes().first() {
+        Some(b'[') => match first_element(doc)? {
             None => single(Format::Events),
-            Some(first) => single(classify_item(first)?),
+            Some(first) => single(classify_item(&first)?),
         },
-        Value::Object(map) => {
-            if map.get("events").is_some_and(Value::is_array) {
+        Some(b'{') => {
+            let map: std::collections::HashMap<String, &RawValue> =
+                serde_json::from_str(doc).map_err(|e| Error::json("input", &e))?;
+            if map.get("events").is_some_and(|v| is_array(v)) {
                 return Ok(Detected {
                     format: Format::Events,
                     layout: Layout::Wrapped("events"),
                     records: false,
                 });
             }
-            if let Some(Value::Array(messages)) = map.get("messages") {
+            if let Some(messages) = map.get("messages").filter(|v| is_array(v)) {
                 let format = if map.contains_key("system") {
                     Format::Anthropic
                 } else {
-                    match messages.first() {
-                        Some(first) => classify_item(first)?,
+                    match first_element(messages.get())? {
+                        Some(first) => classify_item(&first)?,
                         None => Format::OpenaiChat,
                     }
                 };
@@ -127,7 +133,7 @@ fn detect_document(doc: &str) -> Result<Detected, Error> {
             }
             if map
                 .get("input")
-                .is_some_and(|i| i.is_array() || i.is_string())
+                .is_some_and(|i| is_array(i) || i.get().starts_with('"'))
             {
                 return Ok(Detected {
                     format: Format::Responses,
@@ -159,6 +165,27 @@ fn detect_document(doc: &str) -> Result<Detected, Error> {
             "the input is a JSON scalar, not a trace or a message list".into(),
         )),
     }
+}
+
+/// The first element of the JSON array `array`, parsed; the rest is only scanned.
+fn first_element(array: &str) -> Result<Option<Value>, Error> {
+    struct First;
+    impl<'de> serde::de::Visitor<'de> for First {
+        type Value = Option<Value>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON array")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let first = seq.next_element::<Value>()?;
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(first)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(array);
+    serde::Deserializer::deserialize_seq(&mut de, First).map_err(|e| Error::json("input", &e))
 }
 
 fn detect_lines(text: &str) -> Result<Detected, Error> {

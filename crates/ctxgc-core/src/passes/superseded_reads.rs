@@ -46,8 +46,18 @@ struct Read {
     slot: Slot,
     hash: String,
     error: bool,
-    /// Tokens of the output text; `None` when it is not text (never stubbed).
+    /// Tokens of the output text, counted only once a newer, different result of the same
+    /// call arrives (most reads are never superseded, and counting every output was a sixth
+    /// of a chat compile); `None` before that, and always when it is not text.
+    #[serde(default)]
     tokens: Option<usize>,
+    /// Whether the output is text (only text is ever stubbed).
+    #[serde(default = "yes")]
+    text: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// State: every result of each call signature, in order.
@@ -85,7 +95,26 @@ impl Pass for SupersededReads {
                 if self.config.tool_protected(&r.call.name) || r.written_by_ctxgc() {
                     continue;
                 }
+                let hash = blake3::hash(canonical_json(&r.output.output).as_bytes())
+                    .to_hex()
+                    .to_string();
+                let error = r.is_error();
                 let list = self.reads.entry(r.call.signature.clone()).or_default();
+                if !error {
+                    // Every earlier text read this one differs from may now be stubbed: the
+                    // verdict compares its tokens with the stub's, so count them now.
+                    for earlier in list
+                        .iter_mut()
+                        .filter(|e| e.text && e.tokens.is_none() && e.hash != hash)
+                    {
+                        let slot = earlier.slot;
+                        earlier.tokens = results_of(&self.pairing, slot.item, &cx.items[slot.item])
+                            .into_iter()
+                            .find(|e| e.slot.block == slot.block)
+                            .and_then(|e| e.text)
+                            .map(|t| self.config.tokenizer.count(&t));
+                    }
+                }
                 self.member.entry(i).or_default().push((
                     r.slot.block,
                     r.call.signature.clone(),
@@ -93,11 +122,10 @@ impl Pass for SupersededReads {
                 ));
                 list.push(Read {
                     slot: r.slot,
-                    hash: blake3::hash(canonical_json(&r.output.output).as_bytes())
-                        .to_hex()
-                        .to_string(),
-                    error: r.is_error(),
-                    tokens: r.text.as_deref().map(|t| self.config.tokenizer.count(t)),
+                    hash,
+                    error,
+                    tokens: None,
+                    text: r.text.is_some(),
                 });
             }
         }

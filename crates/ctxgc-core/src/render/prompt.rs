@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 
 use crate::ir::{Item, Kind, plain_value};
 use crate::plan::{Action, Reason};
-use crate::session::{DecisionEpoch, Session};
+use crate::session::{DecisionEpoch, ItemPlan, Session};
 
 /// One line of a rendered event, without the receipt logic.
 pub fn event_line(item: &Item) -> String {
@@ -103,9 +103,8 @@ pub fn event_line(item: &Item) -> String {
 }
 
 /// The line of item `i` as sent: a rewritten tool result carries its new output.
-fn rewritten_line(session: &Session, i: usize) -> String {
+fn rewritten_line(session: &Session, i: usize, plan: &ItemPlan) -> String {
     let item = &session.items()[i];
-    let plan = session.plan_of(i);
     let rewrite = plan
         .verdict
         .as_ref()
@@ -172,6 +171,12 @@ type GroupKey = (Reason, Vec<String>, DecisionEpoch);
 
 /// Renders the compiled session: kept events as lines, retired ones as grouped stubs.
 pub fn render(session: &Session) -> Rendered {
+    render_planned(session, &session.plans())
+}
+
+/// [`render`] with the plans already taken ([`Session::plans`]), for a caller that also
+/// reports them.
+pub fn render_planned(session: &Session, plans: &[ItemPlan]) -> Rendered {
     let items = session.items();
     let order = session.render_order();
     let mut slots: Vec<Slot> = Vec::new();
@@ -182,9 +187,9 @@ pub fn render(session: &Session) -> Rendered {
         if matches!(items[i].kind, Kind::EdgeInjection { .. }) {
             continue; // structure, not content
         }
-        let Some(verdict) = session
-            .plan_of(i)
+        let Some(verdict) = plans[i]
             .verdict
+            .as_ref()
             .filter(|v| v.action == Action::Retire)
         else {
             slots.push(Slot::Line(i));
@@ -210,7 +215,7 @@ pub fn render(session: &Session) -> Rendered {
     let mut lines = Vec::with_capacity(slots.len());
     for slot in slots {
         match slot {
-            Slot::Line(i) => lines.push(rewritten_line(session, i)),
+            Slot::Line(i) => lines.push(rewritten_line(session, i, &plans[i])),
             Slot::Stub(_, gs) => {
                 let count: usize = gs.iter().map(|&g| groups[g].2.len()).sum();
                 let parts: Vec<String> = gs
