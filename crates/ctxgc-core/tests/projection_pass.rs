@@ -260,3 +260,55 @@ fn a_projection_never_sends_more_than_the_lossless_rewrite() {
         assert!(taken > 0, "{name}: the projection still trims some outputs");
     }
 }
+
+/// In a compile a trimmed list of records is encoded as header + rows, like the lossless
+/// rewrite it has to beat, even when the projection was learned to keep the tool's shape:
+/// otherwise the trimmed list repeats every key on every row, and on most lists loses to the
+/// untrimmed table (so nothing is hidden).
+#[test]
+fn a_trimmed_list_is_sent_as_a_table_in_a_compile() {
+    let projection = Projection::from_json(
+        &json!({
+            "ctxgc_projection": 1,
+            "tokenizer": "o200k_base",
+            "rules": {"tables": false},
+            "tools": {"search_flights": {"trim": true, "calls": 40, "runs": 20,
+                "keep": [{"field": "[].flight_number", "seen": 40, "used": 30, "tokens": 9, "reason": "identifying"},
+                         {"field": "[].price", "seen": 40, "used": 25, "tokens": 5, "reason": "used"}],
+                "drop": [{"field": "[].gate", "seen": 40, "used": 0, "tokens": 6, "reason": "never_used"},
+                         {"field": "[].terminal", "seen": 40, "used": 0, "tokens": 6, "reason": "never_used"}]}}
+        })
+        .to_string(),
+    )
+    .expect("a projection");
+    assert!(!projection.rules.tables);
+    let rows: Vec<Value> = (0..12)
+        .map(|i| {
+            json!({"flight_number": format!("HAT{:03}", 100 + i), "price": 100 + 7 * i,
+                "gate": format!("B{}", 10 + i), "terminal": format!("T{}", 1 + i % 4)})
+        })
+        .collect();
+    let messages = json!([
+        {"role": "user", "content": "Find me a flight."},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "search_flights", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": Value::Array(rows).to_string()},
+        {"role": "assistant", "content": "HAT100 is the cheapest."}
+    ]);
+    let compiled = compile(
+        &messages.to_string(),
+        &with_projection(&projection, Some("recall")),
+    )
+    .expect("compiles");
+    let decision = compiled
+        .decisions
+        .iter()
+        .find(|d| d.reason == Some(Reason::Projection))
+        .expect("the list is trimmed");
+    let output: Value = serde_json::from_str(&compiled.output).expect("JSON output");
+    let sent = output[2]["content"].as_str().expect("tool content");
+    assert!(sent.contains("\"columns\""), "sent as a table: {sent}");
+    assert!(!sent.contains("B10"), "gates hidden: {sent}");
+    assert!(sent.contains("HAT111"), "{sent}");
+    assert_eq!(decision.action, Action::Rewrite);
+}

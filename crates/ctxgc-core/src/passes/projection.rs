@@ -100,7 +100,14 @@ pub struct ProjectionPass {
 
 impl ProjectionPass {
     /// The pass, configured.
-    pub fn new(config: ProjectionConfig) -> Self {
+    pub fn new(mut config: ProjectionConfig) -> Self {
+        // A trim is taken only when it beats the lossless rewrite, and that rewrite turns
+        // lists of records into header + rows. Kept in the tool's own shape, a trimmed list
+        // loses to the untrimmed table on most lists, so the fields the projection hides would
+        // stay. The tool's shape matters where nothing else re-encodes the output (`ctxgc
+        // trim`, the MCP proxy), not in a compile: here the trimmed value is encoded the same
+        // lossless way, whatever the projection was learned with.
+        config.projection.rules.tables = true;
         ProjectionPass {
             config,
             event_calls: Default::default(),

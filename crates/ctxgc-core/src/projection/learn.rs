@@ -61,7 +61,8 @@ pub struct LearnOptions {
     /// only suggests it (reason `whole_output`) and a person decides.
     pub drop_whole_text: bool,
     /// Also re-encode lists of records as a header of keys plus rows when that is smaller
-    /// (lossless, but a different shape than the tool's; off by default).
+    /// (lossless, but a different shape than the tool's; off by default). A compile's
+    /// projection pass always does, since the rewrite it has to beat does too.
     pub tables: bool,
 }
 

@@ -18,15 +18,20 @@
 //!   decisions after it) against the eager plan `P` (everything decided now):
 //!
 //!   `S` = tokens saved (`E` − `P`), `F` = tokens of `E` from the first item whose decision
-//!   changes (the suffix that becomes cache misses), `T` = expected remaining requests
+//!   changes up to the items the previous request held (the items before the latest agent
+//!   turn that followed a check point: the cached suffix the step makes the provider write
+//!   again), `T` = expected requests the step serves, this one included
 //!   (`max(min_expected_turns, assistant turns so far)`: a session tends to go on about as
-//!   long as it has lasted). Over the next `T` requests the step changes the input bill by
+//!   long as it has lasted). Items that arrived since the previous request are written
+//!   whatever is decided. Over the next `T` requests the step changes the input bill by
 //!
 //!   `net = S × ((T − 1) × read + write) − F × (write − read)`
 //!
-//!   (this request re-writes the invalidated suffix at the write price instead of reading it;
-//!   it and every later request send `S` fewer tokens). The step is taken when `net > 0` and
-//!   `S ≥ min_reclaim_tokens` (like a provider's `clear_at_least`).
+//!   (this request writes the cached suffix again, less the `S` tokens removed, instead of
+//!   reading it; every later request reads `S` fewer tokens). A change to an item that arrived
+//!   since the previous request saves at the write price on this request, and invalidates
+//!   nothing of its own. The step is taken when `net > 0` and `S ≥ min_reclaim_tokens` (like
+//!   a provider's `clear_at_least`).
 //!
 //! Because steps depend only on the items, a stateless caller that compiles each successive
 //! prefix of a session gets exactly the outputs of a long-lived [`Session`].
@@ -98,6 +103,12 @@ pub(super) struct CacheState {
     /// Token cost of each item as given.
     cost_kept: Vec<usize>,
     assistant_turns: usize,
+    /// Items the previous request held (those before the latest agent turn that followed a
+    /// check point): cached at a step, while the items after them are new. Absent from
+    /// snapshots written before it (0: every item priced as new, the earlier estimate's
+    /// optimism on the first request after loading).
+    #[serde(default)]
+    sent: usize,
     steps: Vec<CompactionStep>,
     /// For items before `boundary`: the step that last changed the item's plan (`None`: the
     /// plan is still the one decided on arrival). Absent from snapshots written before it.
@@ -126,6 +137,7 @@ impl CacheState {
             arrival: Vec::new(),
             cost_kept: Vec::new(),
             assistant_turns: 0,
+            sent: 0,
             steps: Vec::new(),
             changed_at_step: Vec::new(),
         }
@@ -248,7 +260,13 @@ impl Session {
             let kept = self.kept_cost(i, tok);
             let arrival = self.arrival_plan(i, kept, tok);
             let is_assistant = is_agent_turn(&self.items[i].kind);
+            // An agent turn right after a check point is the answer to a request that held
+            // every item before it.
+            let answers_request = is_assistant && i > 0 && !is_agent_turn(&self.items[i - 1].kind);
             if let Some(cache) = self.cache.as_mut() {
+                if answers_request {
+                    cache.sent = i;
+                }
                 cache.arrival.push(arrival);
                 cache.cost_kept.push(kept);
                 if is_assistant {
@@ -310,10 +328,28 @@ impl Session {
         let invalidated: usize = (first..k)
             .map(|i| self.cost_under(i, &eager_plans[i], cache.cost_kept[i]))
             .sum();
+        // What the suffix from the first change costs this request without the step: what the
+        // previous request held is read from the cache, what came since is written.
+        let unchanged_cost: f64 = (first..k)
+            .filter_map(|i| {
+                let effective = cache.effective(i)?;
+                let tokens = self.cost_under(i, effective, cache.cost_kept[i]) as f64;
+                Some(if i < cache.sent {
+                    tokens * model.read_multiplier
+                } else {
+                    tokens * model.write_multiplier
+                })
+            })
+            .sum();
         let turns = model.min_expected_turns.max(cache.assistant_turns as f64);
         let s = saved as f64;
-        let net = s * ((turns - 1.0) * model.read_multiplier + model.write_multiplier)
-            - invalidated as f64 * (model.write_multiplier - model.read_multiplier);
+        // This request writes the whole suffix under the new plans instead of paying
+        // `unchanged_cost`; each later request reads `S` fewer cached tokens. Pricing this
+        // request from the suffix after the step alone credits the removed tokens twice and
+        // the items that arrived since the last request as if they had been cached; that took
+        // steps that short sessions never repay.
+        let net = unchanged_cost - invalidated as f64 * model.write_multiplier
+            + (turns - 1.0) * s * model.read_multiplier;
         if net <= 0.0 {
             return;
         }
@@ -400,6 +436,65 @@ mod tests {
             .filter(|&i| session.plan_of(i).verdict.is_some())
             .count();
         assert!(retired < eager_retired && retired > 0);
+    }
+
+    /// A value superseded behind cached history: `e0` is set, `m` other values two thirds its
+    /// size follow, the agent acts (so all of it was sent and cached), then `e0`'s key is set
+    /// again.
+    fn superseded_behind_cached_history(m: usize) -> Vec<crate::ir::Item> {
+        let words = |tag: &str, n: usize| -> String {
+            (0..n)
+                .map(|j| format!("{tag}w{j}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let mut text = format!(
+            "{{\"id\":\"e0\",\"type\":\"set_var\",\"timestamp\":0,\"key\":\"a\",\"value\":\"{}\"}}\n",
+            words("a0", 120)
+        );
+        for i in 1..=m {
+            text.push_str(&format!(
+                "{{\"id\":\"e{i}\",\"type\":\"set_var\",\"timestamp\":{i},\"key\":\"k{i}\",\"value\":\"{}\"}}\n",
+                words(&format!("k{i}"), 80)
+            ));
+        }
+        let t = m + 1;
+        text.push_str(&format!(
+            "{{\"id\":\"e{t}\",\"type\":\"tool_call\",\"timestamp\":{t},\"tool_name\":\"query\",\"arguments\":{{}}}}\n"
+        ));
+        let u = m + 2;
+        text.push_str(&format!(
+            "{{\"id\":\"e{u}\",\"type\":\"set_var\",\"timestamp\":{u},\"key\":\"a\",\"value\":\"new\"}}\n"
+        ));
+        lower_events(&text, &EventOptions::default()).unwrap()
+    }
+
+    fn steps_for(items: Vec<crate::ir::Item>, min_expected_turns: f64) -> Vec<CompactionStep> {
+        let mut session = Session::new(Default::default());
+        session.enable_cache_stable(CacheModel {
+            min_reclaim_tokens: 100,
+            min_expected_turns,
+            ..CacheModel::default()
+        });
+        session.extend(items).unwrap();
+        session.compile();
+        session.compaction_steps().to_vec()
+    }
+
+    #[test]
+    fn a_step_is_not_taken_when_the_requests_left_cannot_repay_its_cache_writes() {
+        // Retiring `e0` saves its tokens on every later request (at the cache-read price after
+        // this one) but makes this request write the cached value after it again. Four
+        // requests do not repay that. Priced from the suffix after the step, the removed
+        // tokens counted twice and the step looked worth taking.
+        assert_eq!(steps_for(superseded_behind_cached_history(1), 4.0), vec![]);
+        // The same step pays when the session is expected to go on long enough ...
+        let steps = steps_for(superseded_behind_cached_history(1), 40.0);
+        assert_eq!(steps.len(), 1);
+        assert_eq!(steps[0].items, vec!["e0".to_owned()]);
+        assert!(steps[0].estimated_net > 0.0);
+        // ... or when nothing cached sits behind the change.
+        assert_eq!(steps_for(superseded_behind_cached_history(0), 4.0).len(), 1);
     }
 
     #[test]
