@@ -67,10 +67,7 @@ fn internal(message: impl Into<String>) -> Error {
 
 /// The message the register is written as, in `format`.
 pub fn register_message(format: Format, register: &str) -> Value {
-    match format {
-        Format::Responses => json!({"type": "message", "role": "system", "content": register}),
-        _ => json!({"role": "system", "content": register}),
-    }
+    format.wire().register_message(register)
 }
 
 /// Drops text parts a rewrite emptied (a removed state block or register) from content lists.
@@ -91,17 +88,6 @@ fn drop_empty_parts(list: &mut Vec<Value>, emptied: &[usize]) {
 /// left empty.
 pub const EMPTIED: &str = "[ctxgc: this message held only a state block]";
 
-/// The type of the text part the placeholder is written as.
-fn placeholder_part_type(format: Format, message: &Value) -> &'static str {
-    match format {
-        Format::Responses if message.get("role").and_then(Value::as_str) == Some("assistant") => {
-            "output_text"
-        }
-        Format::Responses => "input_text",
-        _ => "text",
-    }
-}
-
 fn rewrite_value(
     format: Format,
     raw: &str,
@@ -110,13 +96,10 @@ fn rewrite_value(
 ) -> Result<Value, Error> {
     let mut value: Value = serde_json::from_str(raw)
         .map_err(|e| internal(format!("an original no longer parses: {e}")))?;
-    let result = match format {
-        Format::OpenaiChat => crate::frontend::openai::apply_rewrites(&mut value, rewrites),
-        Format::Anthropic => crate::frontend::anthropic::apply_rewrites(&mut value, rewrites),
-        Format::Responses => crate::frontend::responses::apply_rewrites(&mut value, rewrites),
-        other => Err(format!("{} is not a chat format", other.name())),
-    };
-    result.map_err(internal)?;
+    format
+        .wire()
+        .apply_rewrites(&mut value, rewrites)
+        .map_err(internal)?;
     let emptied: Vec<usize> = rewrites
         .iter()
         .filter(|r| r.text.is_empty())
@@ -125,7 +108,7 @@ fn rewrite_value(
     if emptied.is_empty() {
         return Ok(value);
     }
-    let part_type = placeholder_part_type(format, &value);
+    let part_type = format.wire().text_part_type(&value);
     let content = if system {
         Some(&mut value)
     } else {
@@ -225,17 +208,10 @@ pub fn render(
     session: &Session,
     register: Option<&str>,
 ) -> Result<RenderedChat, Error> {
-    match doc.format {
-        Format::Anthropic => render_anthropic(doc, session, register),
-        Format::OpenaiChat | Format::Responses => render_list(doc, session, register),
-        other => Err(Error::UnknownFormat(format!(
-            "{} is not a chat format",
-            other.name()
-        ))),
-    }
+    doc.format.wire().render(doc, session, register)
 }
 
-fn render_list(
+pub(crate) fn render_list(
     doc: &ChatDoc,
     session: &Session,
     register: Option<&str>,
@@ -341,7 +317,7 @@ pub fn anthropic_system(
     Ok(system)
 }
 
-fn render_anthropic(
+pub(crate) fn render_anthropic(
     doc: &ChatDoc,
     session: &Session,
     register: Option<&str>,

@@ -366,3 +366,84 @@ pub fn payload(value: &Value, out: &mut Vec<String>) {
         blocks(c, out);
     }
 }
+
+/// Anthropic Messages.
+#[derive(Debug, Clone, Copy)]
+pub struct Anthropic;
+
+impl crate::formats::WireFormat for Anthropic {
+    chat_driver!();
+
+    fn format(&self) -> crate::ir::Format {
+        crate::ir::Format::Anthropic
+    }
+
+    fn name(&self) -> &'static str {
+        "anthropic"
+    }
+
+    /// A message with a role and Anthropic content blocks (tool use, tool results, thinking).
+    fn claims_item(&self, item: &serde_json::Map<String, Value>) -> bool {
+        item.contains_key("role")
+            && item
+                .get("content")
+                .and_then(Value::as_array)
+                .is_some_and(|blocks| {
+                    blocks.iter().any(|b| {
+                        matches!(
+                            b.get("type").and_then(Value::as_str),
+                            Some("tool_use" | "tool_result" | "thinking" | "redacted_thinking")
+                        )
+                    })
+                })
+    }
+
+    fn system_key(&self) -> Option<&'static str> {
+        Some("system")
+    }
+
+    fn endpoint(&self) -> Option<&'static str> {
+        Some("/messages")
+    }
+
+    fn call_id_key(&self) -> &'static str {
+        "tool_use_id"
+    }
+
+    fn messages_carry_ids(&self) -> bool {
+        false
+    }
+
+    fn lower_items(&self, raw: &[RawItem<'_>], system: Option<&str>) -> Result<Vec<Item>, Error> {
+        lower_raw(raw, system)
+    }
+
+    fn payload(&self, message: &Value, out: &mut Vec<String>) {
+        payload(message, out)
+    }
+
+    fn apply_rewrites(&self, message: &mut Value, rewrites: &[BlockRewrite]) -> Result<(), String> {
+        apply_rewrites(message, rewrites)
+    }
+
+    fn render(
+        &self,
+        doc: &crate::chat::lowering::ChatDoc,
+        session: &crate::session::Session,
+        register: Option<&str>,
+    ) -> Result<crate::render::messages::RenderedChat, Error> {
+        crate::render::messages::render_anthropic(doc, session, register)
+    }
+
+    fn validate_list(
+        &self,
+        doc: &Value,
+        list: &[Value],
+        out: &mut Vec<crate::validate::Violation>,
+    ) {
+        if let Some(system) = doc.get("system") {
+            crate::validate::anthropic_system(system, out);
+        }
+        crate::validate::anthropic(list, out);
+    }
+}
