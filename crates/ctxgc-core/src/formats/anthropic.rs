@@ -426,6 +426,95 @@ impl crate::formats::WireFormat for Anthropic {
         apply_rewrites(message, rewrites)
     }
 
+    fn convert_item(
+        &self,
+        cx: &mut crate::render::messages::Conversion<'_>,
+        i: usize,
+        p: crate::render::messages::Portable,
+    ) -> Result<(), Error> {
+        use crate::render::messages::arguments_object;
+        use serde_json::json;
+        if p.role == Role::System {
+            cx.system_texts.extend(p.texts);
+            return Ok(());
+        }
+        let mut blocks: Vec<Value> = Vec::new();
+        for (k, (id, text, is_error)) in p.results.iter().enumerate() {
+            let id = cx.result_id(i, k, id);
+            let mut b = json!({"type": "tool_result", "tool_use_id": id, "content": text});
+            if *is_error {
+                b["is_error"] = Value::Bool(true);
+            }
+            blocks.push(b);
+        }
+        for t in &p.texts {
+            blocks.push(json!({"type": "text", "text": t}));
+        }
+        for (k, (id, name, args)) in p.calls.iter().enumerate() {
+            blocks.push(json!({"type": "tool_use", "id": cx.call_id(i, k, id),
+                               "name": name, "input": arguments_object(args)}));
+        }
+        if blocks.is_empty() {
+            return Ok(());
+        }
+        let role = if p.role == Role::Assistant {
+            "assistant"
+        } else {
+            "user"
+        };
+        // Results follow their calls in the next user message: consecutive user
+        // messages made of results are merged into one.
+        if role == "user"
+            && let Some(last) = cx.out.last_mut()
+            && let Ok(mut prev) = serde_json::from_str::<Value>(&last.json)
+            && prev["role"] == "user"
+            && !p.results.is_empty()
+            && prev["content"]
+                .as_array()
+                .is_some_and(|c| c.iter().all(|b| b["type"] == "tool_result"))
+        {
+            if let Some(c) = prev["content"].as_array_mut() {
+                c.extend(blocks);
+            }
+            last.json = prev.to_string();
+            return Ok(());
+        }
+        cx.push(i, json!({"role": role, "content": blocks}));
+        Ok(())
+    }
+
+    fn convert_register(&self, cx: &mut crate::render::messages::Conversion<'_>, register: &str) {
+        cx.system_texts.push(register.to_owned());
+    }
+
+    fn converted_document(
+        &self,
+        cx: &mut crate::render::messages::Conversion<'_>,
+        list: String,
+    ) -> String {
+        use crate::render::messages::{OutputMessage, Source, write_object};
+        use serde_json::json;
+        let mut entries = Vec::new();
+        if !cx.system_texts.is_empty() {
+            let blocks: Vec<Value> = cx
+                .system_texts
+                .iter()
+                .map(|t| json!({"type": "text", "text": t}))
+                .collect();
+            let system = Value::Array(blocks).to_string();
+            cx.out.insert(
+                0,
+                OutputMessage {
+                    source: Source::Register,
+                    json: system.clone(),
+                },
+            );
+            entries.push(("system".to_owned(), system));
+        }
+        entries.push(("messages".to_owned(), list));
+        write_object(&entries)
+    }
+
     fn render(
         &self,
         doc: &crate::chat::lowering::ChatDoc,

@@ -30,7 +30,7 @@ use crate::error::Error;
 use crate::frontend::RawItem;
 use crate::ir::{Format, Item};
 use crate::plan::BlockRewrite;
-use crate::render::messages::RenderedChat;
+use crate::render::messages::{Conversion, OutputMessage, Portable, RenderedChat, Source};
 use crate::session::Session;
 use crate::validate::{Rule, Violation};
 
@@ -298,6 +298,30 @@ pub trait WireFormat: Sync {
     ) -> Result<RenderedChat, Error> {
         let _ = (doc, session, register);
         Err(Error::UnknownFormat(not_chat(self.name())))
+    }
+
+    /// Writes the register into a conversion to this format (`--to`).
+    fn convert_register(&self, cx: &mut Conversion<'_>, register: &str) {
+        cx.out.push(OutputMessage {
+            source: Source::Register,
+            json: self.register_message(register).to_string(),
+        });
+    }
+
+    /// Writes item `i`, reduced to what every chat format holds, into a conversion to this
+    /// format (`--to`).
+    fn convert_item(&self, cx: &mut Conversion<'_>, i: usize, p: Portable) -> Result<(), Error> {
+        let _ = (cx, i, p);
+        Err(Error::UnknownFormat(format!(
+            "cannot convert to {}",
+            self.name()
+        )))
+    }
+
+    /// The converted document: the message list in this format's envelope.
+    fn converted_document(&self, cx: &mut Conversion<'_>, list: String) -> String {
+        let _ = cx;
+        list
     }
 
     /// The structural rules of the API, checked on a parsed document's item list.

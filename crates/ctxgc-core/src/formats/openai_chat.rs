@@ -518,6 +518,58 @@ impl crate::formats::WireFormat for OpenaiChat {
         apply_rewrites(message, rewrites)
     }
 
+    fn convert_item(
+        &self,
+        cx: &mut crate::render::messages::Conversion<'_>,
+        i: usize,
+        p: crate::render::messages::Portable,
+    ) -> Result<(), Error> {
+        use crate::render::messages::arguments_text;
+        use serde_json::{Map, json};
+        for (k, (id, text, _)) in p.results.iter().enumerate() {
+            let id = cx.result_id(i, k, id);
+            cx.push(
+                i,
+                json!({"role": "tool", "tool_call_id": id, "content": text}),
+            );
+        }
+        let role = match p.role {
+            Role::System => "system",
+            Role::User | Role::Tool => "user",
+            Role::Assistant => "assistant",
+        };
+        if p.role == Role::Tool && p.texts.is_empty() {
+            return Ok(());
+        }
+        if p.texts.is_empty() && p.calls.is_empty() && !p.results.is_empty() {
+            return Ok(());
+        }
+        let mut m = Map::new();
+        m.insert("role".into(), role.into());
+        m.insert(
+            "content".into(),
+            if p.texts.is_empty() && !p.calls.is_empty() {
+                Value::Null
+            } else {
+                Value::String(p.texts.join("\n\n"))
+            },
+        );
+        if !p.calls.is_empty() {
+            let calls: Vec<Value> = p
+                .calls
+                .iter()
+                .enumerate()
+                .map(|(k, (id, name, args))| {
+                    json!({"id": cx.call_id(i, k, id), "type": "function",
+                           "function": {"name": name, "arguments": arguments_text(args)}})
+                })
+                .collect();
+            m.insert("tool_calls".into(), Value::Array(calls));
+        }
+        cx.push(i, Value::Object(m));
+        Ok(())
+    }
+
     fn render(
         &self,
         doc: &crate::chat::lowering::ChatDoc,

@@ -368,6 +368,50 @@ impl crate::formats::WireFormat for Responses {
         serde_json::json!({"type": "message", "role": "system", "content": register})
     }
 
+    fn convert_item(
+        &self,
+        cx: &mut crate::render::messages::Conversion<'_>,
+        i: usize,
+        p: crate::render::messages::Portable,
+    ) -> Result<(), Error> {
+        use crate::render::messages::arguments_text;
+        use serde_json::json;
+        for (k, (id, text, _)) in p.results.iter().enumerate() {
+            let id = cx.result_id(i, k, id);
+            cx.push(
+                i,
+                json!({"type": "function_call_output", "call_id": id, "output": text}),
+            );
+        }
+        if !p.texts.is_empty() {
+            let role = match p.role {
+                Role::System => "system",
+                Role::Assistant => "assistant",
+                _ => "user",
+            };
+            cx.push(
+                i,
+                json!({"type": "message", "role": role, "content": p.texts.join("\n\n")}),
+            );
+        }
+        for (k, (id, name, args)) in p.calls.iter().enumerate() {
+            cx.push(
+                i,
+                json!({"type": "function_call", "call_id": cx.call_id(i, k, id),
+                        "name": name, "arguments": arguments_text(args)}),
+            );
+        }
+        Ok(())
+    }
+
+    fn converted_document(
+        &self,
+        _cx: &mut crate::render::messages::Conversion<'_>,
+        list: String,
+    ) -> String {
+        crate::render::messages::write_object(&[("input".to_owned(), list)])
+    }
+
     fn render(
         &self,
         doc: &crate::chat::lowering::ChatDoc,
