@@ -2,10 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use ctxgc_core::chat::ChatConfig;
-use ctxgc_core::chat::compile::{ChatInput, lower_chat_input, record_item_id, session_of};
-use ctxgc_core::compile::{compile_event_session, input_format};
-use ctxgc_core::{Compiled, Counting, Format, Options};
+use ctxgc_core::chat::compile::record_item_id;
+use ctxgc_core::compile::input_format;
+use ctxgc_core::{Compiled, Counting, Options};
 
 use crate::error::ApiError;
 use crate::options::{PRESETS, apply_preset};
@@ -29,7 +28,7 @@ pub fn compile(text: &str, options: &Options, preset: &str) -> Result<Playground
     let format = compiled.format;
     let originals = originals(text, options)?;
     let mut presets = Vec::new();
-    if format != Format::Events {
+    if format.wire().is_chat() {
         // A replay the bench cannot run does not hide the compile: each preset says why.
         let costs = crate::cost::replayed_costs(text, options);
         for (k, name) in PRESETS.into_iter().enumerate() {
@@ -64,26 +63,13 @@ pub fn compile(text: &str, options: &Options, preset: &str) -> Result<Playground
 /// Every item's original text by id (`<record id>#<item id>` for conversation records).
 fn originals(text: &str, options: &Options) -> Result<BTreeMap<String, String>, ApiError> {
     let mut out = BTreeMap::new();
-    if input_format(text, options)? == Format::Events {
-        let session = compile_event_session(text, options)?;
-        for item in session.items() {
-            out.insert(item.id.clone(), item.raw.clone());
-        }
-        return Ok(out);
-    }
-    let config = ChatConfig::resolve(&options.chat, options.tokenizer);
-    let docs = match lower_chat_input(text, options.from)? {
-        ChatInput::Doc(doc) => vec![(None, doc)],
-        ChatInput::Records(records) => records.into_iter().map(|r| (Some(r.id), r.doc)).collect(),
-    };
-    for (record, doc) in docs {
-        let session = session_of(&doc, &config, options)?;
-        for item in session.items() {
-            let id = match &record {
-                Some(r) => record_item_id(r, &item.id),
-                None => item.id.clone(),
+    for lowered in input_format(text, options)?.wire().lower(text, options)? {
+        for item in lowered.doc.items {
+            let id = match &lowered.record {
+                Some((record, _)) => record_item_id(record, &item.id),
+                None => item.id,
             };
-            out.insert(id, item.raw.clone());
+            out.insert(id, item.raw);
         }
     }
     Ok(out)

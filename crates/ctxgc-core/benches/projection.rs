@@ -10,7 +10,6 @@
 //! Run: `cargo bench -p ctxgc-core --bench projection`.
 
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -18,18 +17,14 @@ use ctxgc_core::projection::measure::{MeasureOptions, measure, observe_all};
 use ctxgc_core::projection::{Counts, Projection, Run};
 use serde_json::json;
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn corpus_runs() -> Option<Vec<Run>> {
-    let dir = std::env::var_os("CTXGC_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../../shared/corpus"
-            ))
-        });
+    let dir = common::corpus_path();
     let text = std::fs::read_to_string(dir.join("tau2-bench-leaderboard.jsonl")).ok()?;
     let conversations =
         ctxgc_core::frontend::lower_conversations(&text, &Default::default()).ok()?;

@@ -15,24 +15,19 @@
 //! Run: `cargo bench -p ctxgc-core --bench tokens`.
 
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use ctxgc_core::{Counting, Format, Options, Tokenizer, compile};
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn records() -> String {
-    let dir = std::env::var_os("CTXGC_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../../shared/corpus"
-            ))
-        });
+    let dir = common::corpus_path();
     std::fs::read_to_string(dir.join("tau-bench-airline-gpt4o.jsonl"))
         .unwrap_or_else(|_| include_str!("../../../examples/bench/corpus-sample.jsonl").to_owned())
 }

@@ -2,10 +2,13 @@
 
 use serde::Serialize;
 
+use crate::chat::compile::{RecordCompiled, record_item_id};
 use crate::error::{Diagnostic, Error};
+use crate::formats::events::{EventOptions, lower_events};
+use crate::formats::{Lowered, WireFormat};
 use crate::frontend::detect;
-use crate::frontend::events::{EventOptions, lower_events};
 use crate::ir::{Format, Item};
+use crate::passes::AnyPass;
 use crate::plan::{Action, Decision, Reason};
 use crate::render::prompt;
 use crate::session::{RetentionPolicy, Session};
@@ -145,10 +148,16 @@ fn is_zero(n: &usize) -> bool {
 /// assert_eq!(session.cache_boundary(), Some(0));
 /// ```
 pub fn event_session_template(options: &Options) -> Session {
-    let mut session = Session::with_passes(
-        options.retention.clone(),
+    configured_session(
         crate::passes::event_pipeline_with(options.projection_config()),
-    );
+        options,
+    )
+}
+
+/// An empty [`Session`] running `passes`, with the retention and (under `cache-stable`) the
+/// prompt-cache model of `options`.
+pub fn configured_session(passes: Vec<AnyPass>, options: &Options) -> Session {
+    let mut session = Session::with_passes(options.retention.clone(), passes);
     if let Some(model) = &options.chat.cache {
         session.enable_cache_stable(crate::session::CacheModel {
             tokenizer: options.tokenizer,
@@ -161,10 +170,7 @@ pub fn event_session_template(options: &Options) -> Session {
 /// Lowers an event trace into a compiled [`Session`].
 pub fn compile_event_session(text: &str, options: &Options) -> Result<Session, Error> {
     let items = lower_events(text, &options.events)?;
-    let mut session = event_session_template(options);
-    session.extend(items)?;
-    session.compile();
-    Ok(session)
+    session_of(&mut Lowered::bare(Format::Events, text, items), options)
 }
 
 /// The format of an input, as forced by options or detected.
@@ -188,23 +194,111 @@ pub fn input_format(text: &str, options: &Options) -> Result<Format, Error> {
 /// assert_eq!(out.receipts[0].id, "e1");
 /// ```
 pub fn compile(text: &str, options: &Options) -> Result<Compiled, Error> {
-    match input_format(text, options)? {
-        Format::Events => {
-            let session = compile_event_session(text, options)?;
-            Ok(report_events_counting(
-                &session,
-                options.tokenizer,
-                options.counting,
-            ))
-        }
-        Format::OpenaiChat | Format::Anthropic | Format::Responses => {
-            crate::chat::compile::compile_chat(text, options)
-        }
-        other => Err(Error::UnknownFormat(format!(
-            "{} input is not supported yet",
-            other.name()
-        ))),
+    compile_with(input_format(text, options)?.wire(), text, options)
+}
+
+/// Compiles `text` as `wire` lowers it, without detecting its format: each conversation is
+/// lowered, compiled on a session the format configures, rendered and reported; the reports
+/// of records (JSONL of conversations) are gathered in one.
+///
+/// ```
+/// use ctxgc_core::{Format, Options, compile::compile_with};
+/// let chat = r#"[{"role": "user", "content": "hi"}]"#;
+/// let out = compile_with(Format::OpenaiChat.wire(), chat, &Options::default()).unwrap();
+/// // A kept message keeps its exact bytes.
+/// assert_eq!(out.output, chat);
+/// ```
+pub fn compile_with(
+    wire: &dyn WireFormat,
+    text: &str,
+    options: &Options,
+) -> Result<Compiled, Error> {
+    wire.compilable()?;
+    let conversations = wire.lower(text, options)?;
+    if matches!(conversations.as_slice(), [only] if only.record.is_none()) {
+        let mut only = conversations
+            .into_iter()
+            .next()
+            .ok_or_else(no_conversation)?;
+        return compile_lowered(&mut only, options).map(|(compiled, _)| compiled);
     }
+    let mut records = Vec::new();
+    for mut lowered in conversations {
+        let (compiled, _) = compile_lowered(&mut lowered, options)?;
+        let (id, line) = lowered.record.unwrap_or_default();
+        records.push(RecordCompiled { id, line, compiled });
+    }
+    Ok(gather(records, options))
+}
+
+fn no_conversation() -> Error {
+    Error::UnknownFormat("the input holds no conversation".into())
+}
+
+/// Compiles one lowered conversation (its items move into the session) and reports it.
+pub fn compile_lowered(
+    lowered: &mut Lowered<'_>,
+    options: &Options,
+) -> Result<(Compiled, Session), Error> {
+    let session = session_of(lowered, options)?;
+    let compiled = lowered
+        .doc
+        .format
+        .wire()
+        .report(lowered, &session, options)?;
+    Ok((compiled, session))
+}
+
+/// The compiled session of one lowered conversation (its items move into the session).
+fn session_of(lowered: &mut Lowered<'_>, options: &Options) -> Result<Session, Error> {
+    let mut session = lowered.doc.format.wire().session(options);
+    session.extend(std::mem::take(&mut lowered.doc.items))?;
+    session.compile();
+    Ok(session)
+}
+
+/// One report for every record of a JSONL input: outputs one per line, counts summed, ids
+/// `<record id>#<item id>`; `records` keeps each record's own report.
+fn gather(compiled: Vec<RecordCompiled>, options: &Options) -> Compiled {
+    let mut all = Compiled {
+        format: compiled
+            .first()
+            .map_or(Format::OpenaiChat, |c| c.compiled.format),
+        output: String::new(),
+        tokens_before: 0,
+        tokens_after: 0,
+        would_save_tokens: 0,
+        tokenizer: options.tokenizer.name(),
+        decisions: Vec::new(),
+        receipts: Vec::new(),
+        warnings: Vec::new(),
+        chat: None,
+        records: Vec::new(),
+    };
+    for r in &compiled {
+        let c = &r.compiled;
+        all.output.push_str(&c.output);
+        all.output.push('\n');
+        all.tokens_before += c.tokens_before;
+        all.tokens_after += c.tokens_after;
+        all.would_save_tokens += c.would_save_tokens;
+        all.decisions.extend(c.decisions.iter().map(|d| Decision {
+            id: record_item_id(&r.id, &d.id),
+            by: d.by.iter().map(|b| record_item_id(&r.id, b)).collect(),
+            ..d.clone()
+        }));
+        all.receipts.extend(c.receipts.iter().map(|rc| Receipt {
+            id: record_item_id(&r.id, &rc.id),
+            by: rc.by.iter().map(|b| record_item_id(&r.id, b)).collect(),
+            ..rc.clone()
+        }));
+        all.warnings.extend(c.warnings.iter().map(|w| Diagnostic {
+            message: format!("record {:?}: {}", r.id, w.message),
+            ..w.clone()
+        }));
+    }
+    all.records = compiled;
+    all
 }
 
 /// Builds the report of a compiled event session, with exact token counts.
@@ -220,16 +314,7 @@ pub fn report_events_counting(
 ) -> Compiled {
     let plans = session.plans();
     let rendered = prompt::render_planned(session, &plans);
-    let tokens_before = counting.count(|| {
-        let before: String = session
-            .render_order()
-            .into_iter()
-            .map(|i| &session.items()[i])
-            .filter(|item| !matches!(item.kind, crate::ir::Kind::EdgeInjection { .. }))
-            .map(prompt::event_line)
-            .collect();
-        tokenizer.count(&before)
-    });
+    let tokens_before = counting.count(|| tokenizer.count(&uncompacted_events(session)));
     let tokens_after = counting.count(|| tokenizer.count(&rendered.text));
     let decisions = session.decisions_of(&plans);
     let receipts = receipts_for(session.items(), &decisions);
@@ -278,44 +363,88 @@ pub fn receipts_for(items: &[Item], decisions: &[Decision]) -> Vec<Receipt> {
 /// assert_eq!(decision.reason.unwrap().code(), "superseded-var");
 /// ```
 pub fn receipt(text: &str, options: &Options, id: &str) -> Result<(String, Decision), Error> {
-    match input_format(text, options)? {
-        Format::Events => {
-            let session = compile_event_session(text, options)?;
-            let i = session
-                .position(id)
-                .ok_or_else(|| Error::Usage(format!("no item with id {id:?} in the input")))?;
-            Ok((session.items()[i].raw.clone(), session.decision(i)))
-        }
-        Format::OpenaiChat | Format::Anthropic | Format::Responses => {
-            crate::chat::compile::receipt(text, options, id)
-        }
-        other => Err(Error::UnknownFormat(format!(
-            "{} input is not supported yet",
-            other.name()
-        ))),
-    }
+    let wire = input_format(text, options)?.wire();
+    wire.compilable()?;
+    let conversations = wire.lower(text, options)?;
+    let records = conversations.first().is_none_or(|c| c.record.is_some());
+    let (mut lowered, item_id) = if records {
+        let (record, item) = id.rsplit_once('#').ok_or_else(|| {
+            Error::Usage(format!(
+                "{id:?}: in a JSONL of records an item is named `<record id>#<item id>`"
+            ))
+        })?;
+        let lowered = conversations
+            .into_iter()
+            .find(|c| c.record.as_ref().is_some_and(|(r, _)| r == record))
+            .ok_or_else(|| Error::Usage(format!("no record with id {record:?} in the input")))?;
+        (lowered, item.to_owned())
+    } else {
+        let lowered = conversations
+            .into_iter()
+            .next()
+            .ok_or_else(no_conversation)?;
+        (lowered, id.to_owned())
+    };
+    let session = session_of(&mut lowered, options)?;
+    let i = session
+        .position(&item_id)
+        .ok_or_else(|| Error::Usage(format!("no item with id {item_id:?} in the input")))?;
+    Ok((session.items()[i].raw.clone(), session.decision(i)))
 }
 
-/// The input rendered without compaction, and the compiled output, for diffing.
-pub fn before_after(text: &str, options: &Options) -> Result<(String, String), Error> {
-    match input_format(text, options)? {
-        Format::Events => {
-            let session = compile_event_session(text, options)?;
-            let before: String = session
-                .render_order()
-                .into_iter()
-                .map(|i| &session.items()[i])
-                .filter(|item| !matches!(item.kind, crate::ir::Kind::EdgeInjection { .. }))
-                .map(prompt::event_line)
-                .collect();
-            Ok((before, prompt::render(&session).text))
+/// The originals of every retired or rewritten item, by id (records: `<record id>#<item
+/// id>`), from one compile: what a receipt store is filled with.
+pub fn originals(text: &str, options: &Options) -> Result<Vec<(String, String)>, Error> {
+    let wire = input_format(text, options)?.wire();
+    wire.compilable()?;
+    let mut out = Vec::new();
+    for mut lowered in wire.lower(text, options)? {
+        let session = session_of(&mut lowered, options)?;
+        for (i, item) in session.items().iter().enumerate() {
+            if session.plan_of(i).action() != Action::Keep {
+                let id = match &lowered.record {
+                    Some((r, _)) => record_item_id(r, &item.id),
+                    None => item.id.clone(),
+                };
+                out.push((id, item.raw.clone()));
+            }
         }
-        Format::OpenaiChat | Format::Anthropic | Format::Responses => {
-            crate::chat::compile::before_after(text, options)
-        }
-        other => Err(Error::UnknownFormat(format!(
-            "{} input is not supported yet",
-            other.name()
-        ))),
     }
+    Ok(out)
+}
+
+/// The input rendered without compaction, and the compiled output, for diffing: event lines
+/// for a trace, one `### id role` header per message then its text for a chat.
+pub fn before_after(text: &str, options: &Options) -> Result<(String, String), Error> {
+    let wire = input_format(text, options)?.wire();
+    wire.compilable()?;
+    let mut before = String::new();
+    let mut after = String::new();
+    for mut lowered in wire.lower(text, options)? {
+        let session = session_of(&mut lowered, options)?;
+        let prefix = match &lowered.record {
+            Some((id, _)) => format!("{id}#"),
+            None => String::new(),
+        };
+        let (b, a) = lowered
+            .doc
+            .format
+            .wire()
+            .before_after(&lowered, &session, options, &prefix)?;
+        before.push_str(&b);
+        after.push_str(&a);
+    }
+    Ok((before, after))
+}
+
+/// An event session's items as given, one line each in render order: what the compiled
+/// prompt is measured and diffed against.
+pub fn uncompacted_events(session: &Session) -> String {
+    session
+        .render_order()
+        .into_iter()
+        .map(|i| &session.items()[i])
+        .filter(|item| !matches!(item.kind, crate::ir::Kind::EdgeInjection { .. }))
+        .map(prompt::event_line)
+        .collect()
 }

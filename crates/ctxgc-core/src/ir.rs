@@ -26,26 +26,12 @@ pub enum Format {
 impl Format {
     /// The stable name used on the command line (`--from`, `--to`).
     pub fn name(self) -> &'static str {
-        match self {
-            Format::Events => "events",
-            Format::OpenaiChat => "openai-chat",
-            Format::Anthropic => "anthropic",
-            Format::Responses => "responses",
-            Format::Tracetrim => "tracetrim",
-        }
+        self.wire().name()
     }
 
     /// Parses a name given by [`Format::name`].
     pub fn from_name(name: &str) -> Option<Format> {
-        [
-            Format::Events,
-            Format::OpenaiChat,
-            Format::Anthropic,
-            Format::Responses,
-            Format::Tracetrim,
-        ]
-        .into_iter()
-        .find(|f| f.name() == name)
+        crate::formats::by_name(name).map(|w| w.format())
     }
 }
 

@@ -22,6 +22,7 @@
 pub mod chat;
 pub mod compile;
 pub mod error;
+pub mod formats;
 pub mod frontend;
 pub mod graph;
 pub mod ir;

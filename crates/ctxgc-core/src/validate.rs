@@ -80,7 +80,7 @@ pub struct Violation {
 }
 
 impl Violation {
-    fn new(index: usize, rule: Rule, detail: impl Into<String>) -> Self {
+    pub(crate) fn new(index: usize, rule: Rule, detail: impl Into<String>) -> Self {
         Violation {
             index,
             rule,
@@ -114,36 +114,19 @@ pub fn validate(format: Format, text: &str) -> Result<Vec<Violation>, Error> {
 
 /// Validates a parsed document.
 pub fn validate_value(format: Format, doc: &Value) -> Vec<Violation> {
-    let key = if format == Format::Responses {
-        "input"
-    } else {
-        "messages"
-    };
+    let wire = format.wire();
+    let key = wire.items_key();
     let list = match doc {
         Value::Array(list) => list.as_slice(),
         Value::Object(map) => match map.get(key) {
             Some(Value::Array(list)) => list.as_slice(),
-            Some(Value::String(_)) if format == Format::Responses => &[],
+            Some(Value::String(_)) if wire.items_may_be_string() => &[],
             _ => return vec![Violation::new(0, Rule::Shape, format!("no `{key}` list"))],
         },
         _ => return vec![Violation::new(0, Rule::Shape, "not a message list")],
     };
     let mut out = Vec::new();
-    match format {
-        Format::OpenaiChat => openai(list, &mut out),
-        Format::Anthropic => {
-            if let Some(system) = doc.get("system") {
-                anthropic_system(system, &mut out);
-            }
-            anthropic(list, &mut out);
-        }
-        Format::Responses => responses(list, &mut out),
-        other => out.push(Violation::new(
-            0,
-            Rule::Shape,
-            format!("{} is not a chat format", other.name()),
-        )),
-    }
+    wire.validate_list(doc, list, &mut out);
     out
 }
 
@@ -157,7 +140,7 @@ fn openai_call(call: &Value) -> Option<(String, String)> {
     Some((id.to_owned(), name.to_owned()))
 }
 
-fn openai(list: &[Value], out: &mut Vec<Violation>) {
+pub(crate) fn openai(list: &[Value], out: &mut Vec<Violation>) {
     // The calls of the most recent message with calls that are still unanswered, in order.
     let mut pending: Vec<String> = Vec::new();
     let mut pending_from = 0;
@@ -329,7 +312,7 @@ fn openai(list: &[Value], out: &mut Vec<Violation>) {
     close(&mut pending, pending_from, true, out);
 }
 
-fn anthropic_system(system: &Value, out: &mut Vec<Violation>) {
+pub(crate) fn anthropic_system(system: &Value, out: &mut Vec<Violation>) {
     match system {
         Value::String(_) => {}
         Value::Array(blocks) => {
@@ -361,7 +344,7 @@ fn anthropic_system(system: &Value, out: &mut Vec<Violation>) {
     }
 }
 
-fn anthropic(list: &[Value], out: &mut Vec<Violation>) {
+pub(crate) fn anthropic(list: &[Value], out: &mut Vec<Violation>) {
     let mut ids = HashSet::new();
     let mut previous_calls: Vec<String> = Vec::new();
     for (i, m) in list.iter().enumerate() {
@@ -535,7 +518,7 @@ fn anthropic(list: &[Value], out: &mut Vec<Violation>) {
     }
 }
 
-fn responses(list: &[Value], out: &mut Vec<Violation>) {
+pub(crate) fn responses(list: &[Value], out: &mut Vec<Violation>) {
     let mut calls: HashMap<String, usize> = HashMap::new();
     let mut open: Vec<(String, usize)> = Vec::new();
     for (i, item) in list.iter().enumerate() {

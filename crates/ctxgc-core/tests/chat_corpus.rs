@@ -6,8 +6,6 @@
 //! The corpus is found through `CTXGC_CORPUS`, else `../shared/corpus` beside the repository;
 //! without it the tests print a note and pass.
 
-use std::path::PathBuf;
-
 use ctxgc_core::chat::compact::decode_tables;
 use ctxgc_core::chat::compile::{ChatInput, compile_doc, lower_chat_input};
 use ctxgc_core::chat::state::strip_blocks;
@@ -17,17 +15,8 @@ use ctxgc_core::ir::{Block, Kind};
 use ctxgc_core::{Action, Options, Reason, receipt};
 use serde_json::Value;
 
-fn corpus_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("CTXGC_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../../shared/corpus"
-            ))
-        });
-    dir.is_dir().then_some(dir)
-}
+mod common;
+use common::corpus_dir;
 
 fn check_file(name: &str) {
     let Some(dir) = corpus_dir() else {

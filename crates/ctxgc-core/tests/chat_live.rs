@@ -11,17 +11,8 @@ use ctxgc_core::chat::{ChatOptions, Preset};
 use ctxgc_core::{Error, Options, compile};
 use serde_json::Value;
 
-fn corpus_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("CTXGC_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../../shared/corpus"
-            ))
-        });
-    dir.is_dir().then_some(dir)
-}
+mod common;
+use common::corpus_dir;
 
 fn options(preset: Preset) -> Options {
     Options {

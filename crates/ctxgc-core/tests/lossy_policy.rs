@@ -8,34 +8,13 @@
 //!   SWE-agent file window that `default` used to fold before the agent's next turn (which then
 //!   used a line from the folded middle) is sent whole.
 
-use std::path::PathBuf;
-
 use ctxgc_core::chat::Preset;
 use ctxgc_core::frontend::{Conversation, lower_conversations};
 use ctxgc_core::ir::{Kind, Role};
 use ctxgc_core::{Action, Options, Reason, compile};
 
-fn corpus(name: &str) -> Option<String> {
-    let dir = std::env::var_os("CTXGC_CORPUS").map_or_else(
-        || {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../../shared/corpus"
-            ))
-        },
-        PathBuf::from,
-    );
-    match std::fs::read_to_string(dir.join(name)) {
-        Ok(text) => Some(text),
-        Err(_) => {
-            eprintln!(
-                "note: no corpus at {} (set CTXGC_CORPUS); skipped",
-                dir.display()
-            );
-            None
-        }
-    }
-}
+mod common;
+use common::corpus;
 
 const LOSSY: [Reason; 3] = [Reason::FoldText, Reason::SampleRows, Reason::Projection];
 

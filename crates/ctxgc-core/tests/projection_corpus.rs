@@ -16,6 +16,8 @@ use ctxgc_core::projection::measure::{MeasureOptions, measure};
 use ctxgc_core::projection::{Counts, Projection, Run};
 use serde_json::{Value, json};
 
+mod common;
+
 const CORPORA: [&str; 5] = [
     "tau-bench-airline-gpt4o.jsonl",
     "tau2-bench-leaderboard.jsonl",
@@ -25,14 +27,7 @@ const CORPORA: [&str; 5] = [
 ];
 
 fn corpus_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("CTXGC_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../../shared/corpus"
-            ))
-        });
+    let dir = common::corpus_path();
     if dir.is_dir() {
         Some(dir)
     } else {

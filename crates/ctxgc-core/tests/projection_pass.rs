@@ -3,8 +3,6 @@
 //! conversations written as event traces; every trimmed output is a `projection` rewrite with
 //! a receipt giving its exact original back; stubs name a way back only through a recall tool.
 
-use std::path::PathBuf;
-
 use ctxgc_core::frontend::lower_conversations;
 use ctxgc_core::ir::{Block, Kind};
 use ctxgc_core::projection::counts::observe_run;
@@ -13,27 +11,8 @@ use ctxgc_core::projection::{Counts, Projection, Run};
 use ctxgc_core::{Action, Options, Reason, compile, receipt};
 use serde_json::{Value, json};
 
-fn corpus(name: &str) -> Option<String> {
-    let dir = std::env::var_os("CTXGC_CORPUS").map_or_else(
-        || {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../../shared/corpus"
-            ))
-        },
-        PathBuf::from,
-    );
-    match std::fs::read_to_string(dir.join(name)) {
-        Ok(text) => Some(text),
-        Err(_) => {
-            eprintln!(
-                "note: no corpus at {} (set CTXGC_CORPUS); skipped",
-                dir.display()
-            );
-            None
-        }
-    }
-}
+mod common;
+use common::corpus;
 
 /// A projection learned from the first `learn_from` records, and the next records as lines.
 fn learned(text: &str, learn_from: usize, held_out: usize) -> (Projection, Vec<String>) {

@@ -13,6 +13,9 @@ use proptest::prelude::*;
 use serde_json::Value;
 use tiktoken_rs::CoreBPE;
 
+mod common;
+use common::corpus_dir;
+
 fn reference(tokenizer: Tokenizer) -> &'static CoreBPE {
     match tokenizer {
         Tokenizer::O200kBase => tiktoken_rs::o200k_base_singleton(),
@@ -32,18 +35,6 @@ fn assert_same(tokenizer: Tokenizer, text: &str, what: &str) {
         tokenizer.name(),
         text.chars().take(200).collect::<String>()
     );
-}
-
-fn corpus_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("CTXGC_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../../shared/corpus"
-            ))
-        });
-    dir.is_dir().then_some(dir)
 }
 
 fn strings(value: &Value, out: &mut Vec<String>) {

@@ -18,18 +18,10 @@ use ctxgc_core::Format;
 pub fn format_of(path: &str) -> Option<Format> {
     let path = path.trim_end_matches('/');
     let path = path.strip_prefix("/v1").unwrap_or(path);
-    match path {
-        "/chat/completions" => Some(Format::OpenaiChat),
-        "/responses" => Some(Format::Responses),
-        "/messages" => Some(Format::Anthropic),
-        _ => None,
-    }
+    ctxgc_core::formats::by_endpoint(path).map(|wire| wire.format())
 }
 
 /// The key of the item list in a request body of `format`.
 pub fn items_key(format: Format) -> &'static str {
-    match format {
-        Format::Responses => "input",
-        _ => "messages",
-    }
+    format.wire().items_key()
 }

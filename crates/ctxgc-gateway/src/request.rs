@@ -75,6 +75,7 @@ pub fn parse(body: &[u8], format: Format) -> Result<Parsed<'_>, BadRequest> {
     }
     let entries = object_entries(text)
         .map_err(|e| BadRequest(format!("the request body is not valid JSON: {e}")))?;
+    let wire = format.wire();
     let key = items_key(format);
     let mut seen = std::collections::BTreeSet::new();
     for (k, _) in &entries {
@@ -100,17 +101,13 @@ pub fn parse(body: &[u8], format: Format) -> Result<Parsed<'_>, BadRequest> {
     let Some(list) = field(key) else {
         return Ok(Parsed::Nothing { stream });
     };
-    if format == Format::Responses && list.get().starts_with('"') {
+    if wire.items_may_be_string() && list.get().starts_with('"') {
         return Ok(Parsed::Nothing { stream });
     }
     let messages: Vec<&RawValue> = serde_json::from_str(list.get()).map_err(|e| {
         BadRequest(format!(
             "`{key}` must be a JSON array of {}: {e}",
-            if format == Format::Responses {
-                "input items"
-            } else {
-                "messages"
-            }
+            wire.item_noun()
         ))
     })?;
     for (i, m) in messages.iter().enumerate() {
@@ -121,11 +118,7 @@ pub fn parse(body: &[u8], format: Format) -> Result<Parsed<'_>, BadRequest> {
             )));
         }
     }
-    let system = if format == Format::Anthropic {
-        field("system")
-    } else {
-        None
-    };
+    let system = wire.system_key().and_then(field);
     Ok(Parsed::Conversation(Conversation {
         format,
         entries,

@@ -10,6 +10,7 @@
 //! count like any message. Role names, ids, JSON punctuation, images and opaque items are not
 //! counted. The same rule applies before and after.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde::Serialize;
@@ -21,10 +22,11 @@ use crate::chat::state::{Ledger, StateEvent, Status, orphans};
 use crate::chat::{ChatConfig, Preset, register, role_name};
 use crate::compile::{Compiled, Options, receipts_for};
 use crate::error::Error;
-use crate::frontend::records::{Record, lower_records};
+use crate::formats::Lowered;
+use crate::formats::records::{Record, lower_records};
 use crate::ir::{Format, Kind};
 use crate::passes::chat_pipeline_with;
-use crate::plan::{Action, Decision, Reason};
+use crate::plan::{Action, Reason};
 use crate::render::messages::{self, RenderedChat, Source};
 use crate::session::Session;
 use crate::tokens::Tokenizer;
@@ -193,21 +195,44 @@ fn config_of(options: &Options) -> ChatConfig {
     ChatConfig::resolve(&options.chat, options.tokenizer)
 }
 
+/// An empty chat session configured by `options`: retention, the chat pipeline (with a
+/// projection when one is given) and, under `cache-stable`, the prompt-cache model.
+pub fn session_template(options: &Options) -> Session {
+    crate::compile::configured_session(
+        chat_pipeline_with(&config_of(options), options.projection_config()),
+        options,
+    )
+}
+
 /// Runs the chat pipeline over a lowered document.
 pub fn session_of(doc: &ChatDoc, config: &ChatConfig, options: &Options) -> Result<Session, Error> {
-    let mut session = Session::with_passes(
-        options.retention.clone(),
+    let mut session = crate::compile::configured_session(
         chat_pipeline_with(config, options.projection_config()),
+        options,
     );
-    if let Some(model) = &options.chat.cache {
-        session.enable_cache_stable(crate::session::CacheModel {
-            tokenizer: options.tokenizer,
-            ..model.clone()
-        });
-    }
     session.extend(doc.items.clone())?;
     session.compile();
     Ok(session)
+}
+
+/// Lowers a chat input to its conversations, one document or one per record (the chat
+/// formats' [`crate::formats::WireFormat::lower`]).
+pub fn lower<'a>(text: &'a str, options: &Options) -> Result<Vec<Lowered<'a>>, Error> {
+    Ok(match lower_chat_input(text, options.from)? {
+        ChatInput::Doc(doc) => vec![Lowered {
+            record: None,
+            raw: Cow::Borrowed(text),
+            doc,
+        }],
+        ChatInput::Records(records) => records
+            .into_iter()
+            .map(|r| Lowered {
+                record: Some((r.id, r.line)),
+                raw: Cow::Owned(r.raw),
+                doc: r.doc,
+            })
+            .collect(),
+    })
 }
 
 /// The texts of one message (or the Anthropic system value) that token counts cover.
@@ -215,12 +240,7 @@ pub fn payload_of(format: Format, value: &Value) -> Vec<String> {
     let mut out = Vec::new();
     match value {
         Value::String(s) => out.push(s.clone()),
-        _ => match format {
-            Format::OpenaiChat => crate::frontend::openai::payload(value, &mut out),
-            Format::Anthropic => crate::frontend::anthropic::payload(value, &mut out),
-            Format::Responses => crate::frontend::responses::payload(value, &mut out),
-            _ => {}
-        },
+        _ => format.wire().payload(value, &mut out),
     }
     out
 }
@@ -277,7 +297,7 @@ fn rewrap(doc: &ChatDoc, converted: &str, target: Format) -> Result<String, Erro
     for (k, v) in entries {
         if k == items_key {
             out.extend(new_entries.iter().cloned());
-        } else if k == "system" && doc.format == Format::Anthropic {
+        } else if doc.format.wire().system_key() == Some(k.as_str()) {
             // Moved into the converted messages (or the converted system).
         } else if !new_entries.iter().any(|(n, _)| n == k) {
             out.push((k.clone(), v.clone()));
@@ -305,10 +325,7 @@ pub fn render_session(
 ) -> Result<RenderedChat, Error> {
     match to {
         Some(t) if t != doc.format => {
-            if !matches!(
-                t,
-                Format::OpenaiChat | Format::Anthropic | Format::Responses
-            ) {
+            if !t.wire().is_chat() {
                 return Err(Error::Usage(format!(
                     "--to {}: a chat can be written as openai-chat, anthropic or responses",
                     t.name()
@@ -330,6 +347,34 @@ pub fn compile_doc(
 ) -> Result<(Compiled, Session), Error> {
     let config = config_of(options);
     let session = session_of(doc, &config, options)?;
+    let compiled = report_doc(doc, input, &session, &config, options)?;
+    Ok((compiled, session))
+}
+
+/// The report of a compiled chat conversation (the chat formats'
+/// [`crate::formats::WireFormat::report`]).
+pub fn report(
+    lowered: &Lowered<'_>,
+    session: &Session,
+    options: &Options,
+) -> Result<Compiled, Error> {
+    report_doc(
+        &lowered.doc,
+        &lowered.raw,
+        session,
+        &config_of(options),
+        options,
+    )
+}
+
+/// The report of a compiled document; `input` is its text (validated for comparison).
+fn report_doc(
+    doc: &ChatDoc,
+    input: &str,
+    session: &Session,
+    config: &ChatConfig,
+    options: &Options,
+) -> Result<Compiled, Error> {
     // In cache-stable mode the register sits in the stable prefix, so it shows the state as of
     // the last compaction step; later declarations reach it at the next step.
     let state_items = match session.cache_boundary() {
@@ -340,7 +385,7 @@ pub fn compile_doc(
     let facts = ledger.facts();
     let register_text = register::render(&facts);
     let target = options.chat.to.unwrap_or(doc.format);
-    let rendered = render_session(doc, &session, register_text.as_deref(), options.chat.to)?;
+    let rendered = render_session(doc, session, register_text.as_deref(), options.chat.to)?;
     let tokenizer = options.tokenizer;
     let counting = options.counting;
     let items = session.items();
@@ -493,25 +538,7 @@ pub fn compile_doc(
         chat: Some(report),
         records: Vec::new(),
     };
-    Ok((compiled, session))
-}
-
-/// Compiles every record of a JSONL input.
-pub fn compile_records(
-    records: &[Record],
-    options: &Options,
-) -> Result<Vec<RecordCompiled>, Error> {
-    records
-        .iter()
-        .map(|r| {
-            let (compiled, _) = compile_doc(&r.doc, &r.raw, options)?;
-            Ok(RecordCompiled {
-                id: r.id.clone(),
-                line: r.line,
-                compiled,
-            })
-        })
-        .collect()
+    Ok(compiled)
 }
 
 /// The id a record's item has in an aggregate report: `<record id>#<item id>`.
@@ -520,107 +547,11 @@ pub fn record_item_id(record: &str, item: &str) -> String {
 }
 
 /// Compiles a chat input; records are compiled one by one and gathered in one report (ids
-/// `<record id>#<item id>`; `records` holds each record's own report).
+/// `<record id>#<item id>`; `records` holds each record's own report). The chat formats
+/// tell themselves apart while lowering, so this is [`crate::compile::compile`] without
+/// detection.
 pub fn compile_chat(text: &str, options: &Options) -> Result<Compiled, Error> {
-    match lower_chat_input(text, options.from)? {
-        ChatInput::Doc(doc) => Ok(compile_doc(&doc, text, options)?.0),
-        ChatInput::Records(records) => {
-            let compiled = compile_records(&records, options)?;
-            let mut all = Compiled {
-                format: compiled
-                    .first()
-                    .map_or(Format::OpenaiChat, |c| c.compiled.format),
-                output: String::new(),
-                tokens_before: 0,
-                tokens_after: 0,
-                would_save_tokens: 0,
-                tokenizer: options.tokenizer.name(),
-                decisions: Vec::new(),
-                receipts: Vec::new(),
-                warnings: Vec::new(),
-                chat: None,
-                records: Vec::new(),
-            };
-            for r in &compiled {
-                let c = &r.compiled;
-                all.output.push_str(&c.output);
-                all.output.push('\n');
-                all.tokens_before += c.tokens_before;
-                all.tokens_after += c.tokens_after;
-                all.would_save_tokens += c.would_save_tokens;
-                all.decisions.extend(c.decisions.iter().map(|d| Decision {
-                    id: record_item_id(&r.id, &d.id),
-                    by: d.by.iter().map(|b| record_item_id(&r.id, b)).collect(),
-                    ..d.clone()
-                }));
-                all.receipts
-                    .extend(c.receipts.iter().map(|rc| crate::compile::Receipt {
-                        id: record_item_id(&r.id, &rc.id),
-                        by: rc.by.iter().map(|b| record_item_id(&r.id, b)).collect(),
-                        ..rc.clone()
-                    }));
-                all.warnings
-                    .extend(c.warnings.iter().map(|w| crate::error::Diagnostic {
-                        message: format!("record {:?}: {}", r.id, w.message),
-                        ..w.clone()
-                    }));
-            }
-            all.records = compiled;
-            Ok(all)
-        }
-    }
-}
-
-/// The original bytes of an item and its decision. For records, `id` is
-/// `<record id>#<item id>`.
-pub fn receipt(text: &str, options: &Options, id: &str) -> Result<(String, Decision), Error> {
-    let config = config_of(options);
-    let (doc, item_id) = match lower_chat_input(text, options.from)? {
-        ChatInput::Doc(doc) => (doc, id.to_owned()),
-        ChatInput::Records(records) => {
-            let (record, item) = id.rsplit_once('#').ok_or_else(|| {
-                Error::Usage(format!(
-                    "{id:?}: in a JSONL of records an item is named `<record id>#<item id>`"
-                ))
-            })?;
-            let r = records
-                .into_iter()
-                .find(|r| r.id == record)
-                .ok_or_else(|| {
-                    Error::Usage(format!("no record with id {record:?} in the input"))
-                })?;
-            (r.doc, item.to_owned())
-        }
-    };
-    let session = session_of(&doc, &config, options)?;
-    let i = session
-        .position(&item_id)
-        .ok_or_else(|| Error::Usage(format!("no item with id {item_id:?} in the input")))?;
-    Ok((session.items()[i].raw.clone(), session.decision(i)))
-}
-
-/// The originals of every retired or rewritten item, by id (records: `<record id>#<item id>`),
-/// from one compile: what a receipt store is filled with.
-pub fn originals(text: &str, options: &Options) -> Result<Vec<(String, String)>, Error> {
-    let config = config_of(options);
-    let docs: Vec<(Option<String>, ChatDoc)> = match lower_chat_input(text, options.from)? {
-        ChatInput::Doc(doc) => vec![(None, doc)],
-        ChatInput::Records(records) => records.into_iter().map(|r| (Some(r.id), r.doc)).collect(),
-    };
-    let mut out = Vec::new();
-    for (record, doc) in docs {
-        let session = session_of(&doc, &config, options)?;
-        for (i, item) in session.items().iter().enumerate() {
-            if session.plan_of(i).action() != Action::Keep {
-                let id = match &record {
-                    Some(r) => record_item_id(r, &item.id),
-                    None => item.id.clone(),
-                };
-                out.push((id, item.raw.clone()));
-            }
-        }
-    }
-    Ok(out)
+    crate::compile::compile_with(Format::OpenaiChat.wire(), text, options)
 }
 
 fn transcript_entry(out: &mut String, id: &str, format: Format, json: &str) {
@@ -639,64 +570,37 @@ fn transcript_entry(out: &mut String, id: &str, format: Format, json: &str) {
     }
 }
 
-/// The input and the compiled output as readable transcripts (one `### id role` header per
-/// message, then its text), for diffing.
-pub fn before_after(text: &str, options: &Options) -> Result<(String, String), Error> {
-    let docs: Vec<(String, ChatDoc)> = match lower_chat_input(text, options.from)? {
-        ChatInput::Doc(doc) => vec![(String::new(), doc)],
-        ChatInput::Records(records) => records
-            .into_iter()
-            .map(|r| (format!("{}#", r.id), r.doc))
-            .collect(),
-    };
+/// The conversation as given and as compiled, as readable transcripts (one `### id role`
+/// header per message, then its text), for diffing (the chat formats'
+/// [`crate::formats::WireFormat::before_after`]).
+pub fn transcripts(
+    lowered: &Lowered<'_>,
+    session: &Session,
+    options: &Options,
+    prefix: &str,
+) -> Result<(String, String), Error> {
+    let doc = &lowered.doc;
     let config = config_of(options);
     let mut before = String::new();
     let mut after = String::new();
-    for (prefix, doc) in docs {
-        let session = session_of(&doc, &config, options)?;
-        for item in session.items() {
-            transcript_entry(
-                &mut before,
-                &format!("{prefix}{}", item.id),
-                doc.format,
-                &item.raw,
-            );
-        }
-        let facts_ledger = Ledger::build(config.state.clone(), session.items());
-        let register_text = register::render(&facts_ledger.facts());
-        let rendered = render_session(&doc, &session, register_text.as_deref(), options.chat.to)?;
-        let target = options.chat.to.unwrap_or(doc.format);
-        for m in &rendered.messages {
-            let id = match m.source {
-                Source::Item(i) => session.items()[i].id.clone(),
-                Source::Register => "register".to_owned(),
-            };
-            transcript_entry(&mut after, &format!("{prefix}{id}"), target, &m.json);
-        }
+    for item in session.items() {
+        transcript_entry(
+            &mut before,
+            &format!("{prefix}{}", item.id),
+            doc.format,
+            &item.raw,
+        );
+    }
+    let facts_ledger = Ledger::build(config.state.clone(), session.items());
+    let register_text = register::render(&facts_ledger.facts());
+    let rendered = render_session(doc, session, register_text.as_deref(), options.chat.to)?;
+    let target = options.chat.to.unwrap_or(doc.format);
+    for m in &rendered.messages {
+        let id = match m.source {
+            Source::Item(i) => session.items()[i].id.clone(),
+            Source::Register => "register".to_owned(),
+        };
+        transcript_entry(&mut after, &format!("{prefix}{id}"), target, &m.json);
     }
     Ok((before, after))
-}
-
-/// The conversations of a chat input, lowered (for [`crate::frontend::lower_conversations`]).
-pub fn conversations(
-    text: &str,
-    options: &Options,
-) -> Result<Vec<crate::frontend::Conversation>, Error> {
-    Ok(match lower_chat_input(text, options.from)? {
-        ChatInput::Doc(doc) => vec![crate::frontend::Conversation {
-            id: "0".into(),
-            format: doc.format,
-            items: doc.items,
-            raw: text.to_owned(),
-        }],
-        ChatInput::Records(records) => records
-            .into_iter()
-            .map(|r| crate::frontend::Conversation {
-                id: r.id,
-                format: r.doc.format,
-                items: r.doc.items,
-                raw: r.raw,
-            })
-            .collect(),
-    })
 }

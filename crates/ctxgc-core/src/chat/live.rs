@@ -99,8 +99,7 @@ impl LiveChat {
             results.add(i, item);
         }
         let mut provider_ids = HashSet::new();
-        // Anthropic messages carry no ids.
-        if doc.format != Format::Anthropic {
+        if doc.format.wire().messages_carry_ids() {
             for item in &items {
                 if let Ok(value) = serde_json::from_str::<Value>(&item.raw)
                     && let Some(id) = provider_id(&value)
@@ -175,7 +174,9 @@ impl LiveChat {
             }
             return Err(e);
         }
-        if let Some(id) = provider_id(&value).filter(|_| self.doc.format != Format::Anthropic) {
+        if let Some(id) =
+            provider_id(&value).filter(|_| self.doc.format.wire().messages_carry_ids())
+        {
             self.provider_ids.insert(id);
         }
         self.messages += 1;
@@ -187,7 +188,8 @@ impl LiveChat {
     /// The id the whole transcript gives the next message, or a refusal when adding it would
     /// change an earlier message's id.
     fn next_id(&self, value: &Value) -> Result<String, Error> {
-        if let Some(id) = provider_id(value).filter(|_| self.doc.format != Format::Anthropic) {
+        if let Some(id) = provider_id(value).filter(|_| self.doc.format.wire().messages_carry_ids())
+        {
             if self.provider_ids.contains(&id) || self.session.position(&id).is_some() {
                 return Err(refuse(format!(
                     "id {id:?} is already taken in the transcript (earlier ids would change)"

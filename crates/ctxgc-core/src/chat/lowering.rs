@@ -214,10 +214,8 @@ pub fn lower_document(text: &str, format: Format) -> Result<ChatDoc, Error> {
             ),
         )]));
     }
-    let items_key = match format {
-        Format::Responses => "input",
-        _ => "messages",
-    };
+    let wire = format.wire();
+    let items_key = wire.items_key();
     let Some(list) = entries
         .iter()
         .find(|(k, _)| k == items_key)
@@ -228,18 +226,25 @@ pub fn lower_document(text: &str, format: Format) -> Result<ChatDoc, Error> {
             format.name()
         )));
     };
-    let system = entries
-        .iter()
-        .find(|(k, _)| k == "system")
+    // The top-level system prompt of a format that has one.
+    let system = wire
+        .system_key()
+        .and_then(|key| entries.iter().find(|(k, _)| k == key))
         .map(|(_, v)| v.get());
     let owned: Vec<(String, String)> = entries
         .iter()
         .map(|(k, v)| (k.clone(), v.get().to_owned()))
         .collect();
     let mut input_was_string = false;
-    let items = if format == Format::Responses && list.get().trim_start().starts_with('"') {
+    let string_items = list
+        .get()
+        .trim_start()
+        .starts_with('"')
+        .then(|| wire.lower_string_items(list.get()))
+        .flatten();
+    let items = if let Some(items) = string_items {
         input_was_string = true;
-        crate::frontend::responses::lower_input_string(list.get())?
+        items?
     } else {
         let raw = split_items(list.get(), Layout::Array).map_err(|e| match e {
             Error::Json {
@@ -255,14 +260,9 @@ pub fn lower_document(text: &str, format: Format) -> Result<ChatDoc, Error> {
             },
             other => other,
         })?;
-        let system = if format == Format::Anthropic {
-            system
-        } else {
-            None
-        };
         lower_items(format, &raw, system)?
     };
-    let system_item = (format == Format::Anthropic && system.is_some()).then_some(0);
+    let system_item = system.is_some().then_some(0);
     Ok(ChatDoc {
         format,
         envelope: Envelope::Object {
@@ -291,15 +291,7 @@ pub(crate) fn lower_unchecked(
     raw: &[RawItem<'_>],
     anthropic_system: Option<&str>,
 ) -> Result<Vec<Item>, Error> {
-    match format {
-        Format::OpenaiChat => crate::frontend::openai::lower_raw(raw),
-        Format::Anthropic => crate::frontend::anthropic::lower_raw(raw, anthropic_system),
-        Format::Responses => crate::frontend::responses::lower_raw(raw),
-        other => Err(Error::UnknownFormat(format!(
-            "{} is not a chat format",
-            other.name()
-        ))),
-    }
+    format.wire().lower_items(raw, anthropic_system)
 }
 
 /// Refuses a tool result for a call that already has its result. Call ids may be reused (a
@@ -335,11 +327,7 @@ impl ResultCheck {
     /// No message seen yet.
     pub fn new(format: Format) -> Self {
         ResultCheck {
-            field: match format {
-                Format::Anthropic => "tool_use_id",
-                Format::Responses => "call_id",
-                _ => "tool_call_id",
-            },
+            field: format.wire().call_id_key(),
             open: Default::default(),
             answered: Default::default(),
         }
@@ -426,6 +414,27 @@ pub fn duplicate_key_problem(
         Some(&field),
         format!("{d} (JSON readers disagree on which value counts; keep one)"),
     )
+}
+
+/// Parses every item (each problem recorded) and names each by its provider id where it has
+/// a unique one ([`assign_ids`]).
+pub fn parse_with_ids(
+    raw: &[RawItem<'_>],
+    problems: &mut Problems,
+) -> (Vec<Option<Value>>, Vec<String>) {
+    let values: Vec<Option<Value>> = raw
+        .iter()
+        .enumerate()
+        .map(|(i, r)| parse_item(r, i, problems))
+        .collect();
+    let ids = assign_ids(
+        &values
+            .iter()
+            .map(|v| v.as_ref().and_then(provider_id))
+            .collect::<Vec<_>>(),
+        0,
+    );
+    (values, ids)
 }
 
 /// Parses one raw item, or records why it is not JSON (or holds a repeated key).

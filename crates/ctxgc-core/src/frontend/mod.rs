@@ -1,7 +1,7 @@
-//! Front-ends: each input format is lowered to the Session IR here, and only here.
-//!
-//! [`detect`] tells formats apart by shape; [`split_items`] finds each item's exact bytes so
-//! that receipts can give them back unchanged.
+//! What every front-end shares: [`detect`] tells formats apart by shape (asking the
+//! [`crate::formats::REGISTRY`] which format claims an item); [`split_items`] finds each
+//! item's exact bytes so that receipts can give them back unchanged. Each format lowers to
+//! the Session IR in its own module under [`crate::formats`].
 
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -9,12 +9,8 @@ use serde_json::value::RawValue;
 use crate::error::Error;
 use crate::ir::Format;
 
-pub mod anthropic;
-pub mod events;
-pub mod openai;
-pub mod records;
-pub mod responses;
-pub mod tracetrim;
+pub use crate::formats::openai_chat as openai;
+pub use crate::formats::{anthropic, events, records, responses, tracetrim};
 
 /// How the items of an input are laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,27 +33,6 @@ pub struct Detected {
     /// JSONL where every line is a whole conversation record (`{"id", "messages"}`).
     pub records: bool,
 }
-
-const EVENT_TYPES: [&str; 18] = [
-    "set_var",
-    "tool_call",
-    "tool_result",
-    "abandon",
-    "decision",
-    "file_read",
-    "file_edit",
-    "command_run",
-    "test_run",
-    "build_run",
-    "git_diff",
-    "git_commit",
-    "error",
-    "artifact_created",
-    "requirement",
-    "constraint",
-    "verification",
-    "edge_injection",
-];
 
 /// Tells the input format apart by shape.
 ///
@@ -224,52 +199,18 @@ fn detect_lines(text: &str) -> Result<Detected, Error> {
     }
 }
 
-/// Which format one item belongs to.
+/// Which format one item belongs to: the first registered format that claims it.
 fn classify_item(item: &Value) -> Result<Format, Error> {
     let Value::Object(map) = item else {
         return Err(Error::UnknownFormat(
             "the first item is not a JSON object".into(),
         ));
     };
-    let ty = map.get("type").and_then(Value::as_str);
-    if map.contains_key("role") {
-        if ty == Some("message") {
-            return Ok(Format::Responses);
-        }
-        let anthropic_blocks = map
-            .get("content")
-            .and_then(Value::as_array)
-            .is_some_and(|blocks| {
-                blocks.iter().any(|b| {
-                    matches!(
-                        b.get("type").and_then(Value::as_str),
-                        Some("tool_use" | "tool_result" | "thinking" | "redacted_thinking")
-                    )
-                })
-            });
-        return Ok(if anthropic_blocks {
-            Format::Anthropic
-        } else {
-            Format::OpenaiChat
-        });
-    }
-    match ty {
-        Some("function_call" | "function_call_output" | "message" | "reasoning") => {
-            Ok(Format::Responses)
-        }
-        Some(t) if EVENT_TYPES.contains(&t) => Ok(Format::Events),
-        Some(_) if map.contains_key("id") => Ok(Format::Events),
-        _ if matches!(
-            map.get("kind").and_then(Value::as_str),
-            Some("prompt" | "call" | "message")
-        ) =>
-        {
-            Ok(Format::Tracetrim)
-        }
-        _ => Err(Error::UnknownFormat(
-            "items have neither `role` (messages) nor `type` (events)".into(),
-        )),
-    }
+    crate::formats::claiming(map)
+        .map(|w| w.format())
+        .ok_or_else(|| {
+            Error::UnknownFormat("items have neither `role` (messages) nor `type` (events)".into())
+        })
 }
 
 /// One item's exact bytes and where it came from.
@@ -350,25 +291,15 @@ pub fn lower_conversations(
     text: &str,
     options: &crate::compile::Options,
 ) -> Result<Vec<Conversation>, Error> {
-    let format = match options.from {
-        Some(f) => f,
-        None => detect(text)?.format,
-    };
-    match format {
-        Format::Events => Ok(vec![Conversation {
-            id: "0".into(),
-            format,
-            items: events::lower_events(text, &options.events)?,
-            raw: text.to_owned(),
-        }]),
-        Format::OpenaiChat | Format::Anthropic | Format::Responses => {
-            crate::chat::compile::conversations(text, options)
-        }
-        Format::Tracetrim => Ok(vec![Conversation {
-            id: "0".into(),
-            format,
-            items: tracetrim::lower_tracetrim(text)?,
-            raw: text.to_owned(),
-        }]),
-    }
+    let wire = crate::compile::input_format(text, options)?.wire();
+    Ok(wire
+        .lower(text, options)?
+        .into_iter()
+        .map(|lowered| Conversation {
+            id: lowered.record.map_or_else(|| "0".to_owned(), |(id, _)| id),
+            format: lowered.doc.format,
+            items: lowered.doc.items,
+            raw: lowered.raw.into_owned(),
+        })
+        .collect())
 }

@@ -23,7 +23,7 @@
 
 use std::collections::HashMap;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::chat::lowering::{ChatDoc, Envelope};
 use crate::chat::message_of;
@@ -67,10 +67,7 @@ fn internal(message: impl Into<String>) -> Error {
 
 /// The message the register is written as, in `format`.
 pub fn register_message(format: Format, register: &str) -> Value {
-    match format {
-        Format::Responses => json!({"type": "message", "role": "system", "content": register}),
-        _ => json!({"role": "system", "content": register}),
-    }
+    format.wire().register_message(register)
 }
 
 /// Drops text parts a rewrite emptied (a removed state block or register) from content lists.
@@ -91,17 +88,6 @@ fn drop_empty_parts(list: &mut Vec<Value>, emptied: &[usize]) {
 /// left empty.
 pub const EMPTIED: &str = "[ctxgc: this message held only a state block]";
 
-/// The type of the text part the placeholder is written as.
-fn placeholder_part_type(format: Format, message: &Value) -> &'static str {
-    match format {
-        Format::Responses if message.get("role").and_then(Value::as_str) == Some("assistant") => {
-            "output_text"
-        }
-        Format::Responses => "input_text",
-        _ => "text",
-    }
-}
-
 fn rewrite_value(
     format: Format,
     raw: &str,
@@ -110,13 +96,10 @@ fn rewrite_value(
 ) -> Result<Value, Error> {
     let mut value: Value = serde_json::from_str(raw)
         .map_err(|e| internal(format!("an original no longer parses: {e}")))?;
-    let result = match format {
-        Format::OpenaiChat => crate::frontend::openai::apply_rewrites(&mut value, rewrites),
-        Format::Anthropic => crate::frontend::anthropic::apply_rewrites(&mut value, rewrites),
-        Format::Responses => crate::frontend::responses::apply_rewrites(&mut value, rewrites),
-        other => Err(format!("{} is not a chat format", other.name())),
-    };
-    result.map_err(internal)?;
+    format
+        .wire()
+        .apply_rewrites(&mut value, rewrites)
+        .map_err(internal)?;
     let emptied: Vec<usize> = rewrites
         .iter()
         .filter(|r| r.text.is_empty())
@@ -125,7 +108,7 @@ fn rewrite_value(
     if emptied.is_empty() {
         return Ok(value);
     }
-    let part_type = placeholder_part_type(format, &value);
+    let part_type = format.wire().text_part_type(&value);
     let content = if system {
         Some(&mut value)
     } else {
@@ -205,7 +188,7 @@ fn write_array(messages: &[OutputMessage]) -> String {
     out
 }
 
-fn write_object(entries: &[(String, String)]) -> String {
+pub(crate) fn write_object(entries: &[(String, String)]) -> String {
     let mut out = String::from("{");
     for (k, (key, value)) in entries.iter().enumerate() {
         if k > 0 {
@@ -225,17 +208,10 @@ pub fn render(
     session: &Session,
     register: Option<&str>,
 ) -> Result<RenderedChat, Error> {
-    match doc.format {
-        Format::Anthropic => render_anthropic(doc, session, register),
-        Format::OpenaiChat | Format::Responses => render_list(doc, session, register),
-        other => Err(Error::UnknownFormat(format!(
-            "{} is not a chat format",
-            other.name()
-        ))),
-    }
+    doc.format.wire().render(doc, session, register)
 }
 
-fn render_list(
+pub(crate) fn render_list(
     doc: &ChatDoc,
     session: &Session,
     register: Option<&str>,
@@ -341,7 +317,7 @@ pub fn anthropic_system(
     Ok(system)
 }
 
-fn render_anthropic(
+pub(crate) fn render_anthropic(
     doc: &ChatDoc,
     session: &Session,
     register: Option<&str>,
@@ -420,11 +396,15 @@ fn render_anthropic(
 // Conversion between formats.
 
 /// A message reduced to what every format can hold.
-struct Portable {
-    role: Role,
-    texts: Vec<String>,
-    calls: Vec<(String, String, Value)>,
-    results: Vec<(String, String, bool)>,
+pub struct Portable {
+    /// Its role.
+    pub role: Role,
+    /// Its texts, rewrites applied.
+    pub texts: Vec<String>,
+    /// Its tool calls: `(call id, name, arguments)`.
+    pub calls: Vec<(String, String, Value)>,
+    /// Its tool results: `(call id, text, is_error)`.
+    pub results: Vec<(String, String, bool)>,
 }
 
 fn portable(session: &Session, i: usize, warnings: &mut Vec<Diagnostic>) -> Option<Portable> {
@@ -484,18 +464,75 @@ fn portable(session: &Session, i: usize, warnings: &mut Vec<Diagnostic>) -> Opti
     Some(p)
 }
 
-fn arguments_text(args: &Value) -> String {
+/// A call's arguments as JSON text.
+pub(crate) fn arguments_text(args: &Value) -> String {
     match args {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     }
 }
 
-fn arguments_object(args: &Value) -> Value {
+/// A call's arguments as a JSON object.
+pub(crate) fn arguments_object(args: &Value) -> Value {
     match args {
         Value::Object(_) => args.clone(),
         Value::String(s) => json!({"_raw": s}),
         other => json!({"_value": other}),
+    }
+}
+
+/// A conversion into another chat format in progress: what the target's
+/// [`crate::formats::WireFormat::convert_item`] writes into.
+pub struct Conversion<'s> {
+    session: &'s Session,
+    pairing: crate::chat::pairing::Pairing,
+    call_ids: HashMap<(usize, usize), String>,
+    /// Texts for a top-level system prompt (a format that keeps one there).
+    pub system_texts: Vec<String>,
+    /// The output messages so far.
+    pub out: Vec<OutputMessage>,
+}
+
+impl Conversion<'_> {
+    /// The position of the `k`-th block of item `i` that `pred` holds for (0 when none).
+    fn block_index(&self, i: usize, pred: fn(&Block) -> bool, k: usize) -> usize {
+        message_of(&self.session.items()[i])
+            .map(|m| {
+                m.blocks
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| pred(b))
+                    .nth(k)
+                    .map_or(0, |(b, _)| b)
+            })
+            .unwrap_or(0)
+    }
+
+    /// The converted id of the call the `k`-th tool result of item `i` answers (`fallback`
+    /// when it answers none).
+    pub fn result_id(&self, i: usize, k: usize, fallback: &str) -> String {
+        let b = self.block_index(i, |b| matches!(b, Block::ToolResult(_)), k);
+        self.pairing
+            .call_of(i, b)
+            .and_then(|c| self.call_ids.get(&(c.slot.item, c.slot.block)).cloned())
+            .unwrap_or_else(|| fallback.to_owned())
+    }
+
+    /// The converted id of the `k`-th tool call of item `i` (a repeated id gets a suffix).
+    pub fn call_id(&self, i: usize, k: usize, fallback: &str) -> String {
+        let b = self.block_index(i, |b| matches!(b, Block::ToolCall(_)), k);
+        self.call_ids
+            .get(&(i, b))
+            .cloned()
+            .unwrap_or_else(|| fallback.to_owned())
+    }
+
+    /// Appends a message converted from item `i`.
+    pub fn push(&mut self, i: usize, json: Value) {
+        self.out.push(OutputMessage {
+            source: Source::Item(i),
+            json: json.to_string(),
+        })
     }
 }
 
@@ -505,6 +542,7 @@ pub fn convert(
     register: Option<&str>,
     target: Format,
 ) -> Result<RenderedChat, Error> {
+    let wire = target.wire();
     let mut warnings = Vec::new();
     let items = session.items();
     // Call ids must be unique in Anthropic and Responses; repeated ids get a suffix, and each
@@ -531,222 +569,35 @@ pub fn convert(
             }
         }
     }
-    let result_id = |i: usize, b: usize, fallback: &str| -> String {
-        pairing
-            .call_of(i, b)
-            .and_then(|c| call_ids.get(&(c.slot.item, c.slot.block)).cloned())
-            .unwrap_or_else(|| fallback.to_owned())
+    let mut cx = Conversion {
+        session,
+        pairing,
+        call_ids,
+        system_texts: Vec::new(),
+        out: Vec::new(),
     };
-    let call_id = |i: usize, b: usize, fallback: &str| -> String {
-        call_ids
-            .get(&(i, b))
-            .cloned()
-            .unwrap_or_else(|| fallback.to_owned())
-    };
-    let mut system_texts: Vec<String> = Vec::new();
-    let mut out: Vec<OutputMessage> = Vec::new();
     let at = register_position(items, None);
     let mut register_done = false;
-    #[allow(clippy::needless_range_loop)] // `i` names the item in closures and in its output
     for i in 0..items.len() {
         if i == at && !register_done {
             register_done = true;
             if let Some(r) = register {
-                if target == Format::Anthropic {
-                    system_texts.push(r.to_owned());
-                } else {
-                    out.push(OutputMessage {
-                        source: Source::Register,
-                        json: register_message(target, r).to_string(),
-                    });
-                }
+                wire.convert_register(&mut cx, r);
             }
         }
         let Some(p) = portable(session, i, &mut warnings) else {
             continue;
         };
-        let message = message_of(&items[i]);
-        let block_index = |pred: &dyn Fn(&Block) -> bool, k: usize| -> usize {
-            message
-                .map(|m| {
-                    m.blocks
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, b)| pred(b))
-                        .nth(k)
-                        .map_or(0, |(b, _)| b)
-                })
-                .unwrap_or(0)
-        };
-        let is_call = |b: &Block| matches!(b, Block::ToolCall(_));
-        let is_result = |b: &Block| matches!(b, Block::ToolResult(_));
-        macro_rules! push {
-            ($json:expr) => {
-                out.push(OutputMessage {
-                    source: Source::Item(i),
-                    json: $json.to_string(),
-                })
-            };
-        }
-        match target {
-            Format::OpenaiChat => {
-                for (k, (id, text, _)) in p.results.iter().enumerate() {
-                    let id = result_id(i, block_index(&is_result, k), id);
-                    push!(json!({"role": "tool", "tool_call_id": id, "content": text}));
-                }
-                let role = match p.role {
-                    Role::System => "system",
-                    Role::User | Role::Tool => "user",
-                    Role::Assistant => "assistant",
-                };
-                if p.role == Role::Tool && p.texts.is_empty() {
-                    continue;
-                }
-                if p.texts.is_empty() && p.calls.is_empty() && !p.results.is_empty() {
-                    continue;
-                }
-                let mut m = Map::new();
-                m.insert("role".into(), role.into());
-                m.insert(
-                    "content".into(),
-                    if p.texts.is_empty() && !p.calls.is_empty() {
-                        Value::Null
-                    } else {
-                        Value::String(p.texts.join("\n\n"))
-                    },
-                );
-                if !p.calls.is_empty() {
-                    let calls: Vec<Value> = p
-                        .calls
-                        .iter()
-                        .enumerate()
-                        .map(|(k, (id, name, args))| {
-                            json!({"id": call_id(i, block_index(&is_call, k), id), "type": "function",
-                                   "function": {"name": name, "arguments": arguments_text(args)}})
-                        })
-                        .collect();
-                    m.insert("tool_calls".into(), Value::Array(calls));
-                }
-                push!(Value::Object(m));
-            }
-            Format::Anthropic => {
-                if p.role == Role::System {
-                    system_texts.extend(p.texts);
-                    continue;
-                }
-                let mut blocks: Vec<Value> = Vec::new();
-                for (k, (id, text, is_error)) in p.results.iter().enumerate() {
-                    let id = result_id(i, block_index(&is_result, k), id);
-                    let mut b = json!({"type": "tool_result", "tool_use_id": id, "content": text});
-                    if *is_error {
-                        b["is_error"] = Value::Bool(true);
-                    }
-                    blocks.push(b);
-                }
-                for t in &p.texts {
-                    blocks.push(json!({"type": "text", "text": t}));
-                }
-                for (k, (id, name, args)) in p.calls.iter().enumerate() {
-                    blocks.push(
-                        json!({"type": "tool_use", "id": call_id(i, block_index(&is_call, k), id),
-                                       "name": name, "input": arguments_object(args)}),
-                    );
-                }
-                if blocks.is_empty() {
-                    continue;
-                }
-                let role = if p.role == Role::Assistant {
-                    "assistant"
-                } else {
-                    "user"
-                };
-                // Results follow their calls in the next user message: consecutive user
-                // messages made of results are merged into one.
-                if role == "user"
-                    && let Some(last) = out.last_mut()
-                    && let Ok(mut prev) = serde_json::from_str::<Value>(&last.json)
-                    && prev["role"] == "user"
-                    && !p.results.is_empty()
-                    && prev["content"]
-                        .as_array()
-                        .is_some_and(|c| c.iter().all(|b| b["type"] == "tool_result"))
-                {
-                    if let Some(c) = prev["content"].as_array_mut() {
-                        c.extend(blocks);
-                    }
-                    last.json = prev.to_string();
-                    continue;
-                }
-                push!(json!({"role": role, "content": blocks}));
-            }
-            Format::Responses => {
-                for (k, (id, text, _)) in p.results.iter().enumerate() {
-                    let id = result_id(i, block_index(&is_result, k), id);
-                    push!(json!({"type": "function_call_output", "call_id": id, "output": text}));
-                }
-                if !p.texts.is_empty() {
-                    let role = match p.role {
-                        Role::System => "system",
-                        Role::Assistant => "assistant",
-                        _ => "user",
-                    };
-                    push!(
-                        json!({"type": "message", "role": role, "content": p.texts.join("\n\n")})
-                    );
-                }
-                for (k, (id, name, args)) in p.calls.iter().enumerate() {
-                    push!(
-                        json!({"type": "function_call", "call_id": call_id(i, block_index(&is_call, k), id),
-                                "name": name, "arguments": arguments_text(args)})
-                    );
-                }
-            }
-            other => {
-                return Err(Error::UnknownFormat(format!(
-                    "cannot convert to {}",
-                    other.name()
-                )));
-            }
-        }
+        wire.convert_item(&mut cx, i, p)?;
     }
     if !register_done && let Some(r) = register {
-        if target == Format::Anthropic {
-            system_texts.push(r.to_owned());
-        } else {
-            out.push(OutputMessage {
-                source: Source::Register,
-                json: register_message(target, r).to_string(),
-            });
-        }
+        wire.convert_register(&mut cx, r);
     }
-    let list = write_array(&out);
-    let text = match target {
-        Format::Anthropic => {
-            let mut entries = Vec::new();
-            if !system_texts.is_empty() {
-                let blocks: Vec<Value> = system_texts
-                    .iter()
-                    .map(|t| json!({"type": "text", "text": t}))
-                    .collect();
-                let system = Value::Array(blocks).to_string();
-                out.insert(
-                    0,
-                    OutputMessage {
-                        source: Source::Register,
-                        json: system.clone(),
-                    },
-                );
-                entries.push(("system".to_owned(), system));
-            }
-            entries.push(("messages".to_owned(), list));
-            write_object(&entries)
-        }
-        Format::Responses => write_object(&[("input".to_owned(), list)]),
-        _ => list,
-    };
+    let list = write_array(&cx.out);
+    let text = wire.converted_document(&mut cx, list);
     Ok(RenderedChat {
         text,
-        messages: out,
+        messages: cx.out,
         warnings,
     })
 }

@@ -55,10 +55,7 @@ use super::{Store, StoreError};
 
 /// True for the formats a chat session can hold.
 pub fn is_chat_format(format: Format) -> bool {
-    matches!(
-        format,
-        Format::OpenaiChat | Format::Anthropic | Format::Responses
-    )
+    format.wire().is_chat()
 }
 
 /// What every backend checks before a chat append ([`Store::chat_append`]), on what it read of
@@ -126,10 +123,7 @@ pub fn holds_items(context_id: &str) -> StoreError {
 /// The key of the message list in a request of `format`: `input` for Responses, else
 /// `messages`.
 pub fn items_key(format: Format) -> &'static str {
-    match format {
-        Format::Responses => "input",
-        _ => "messages",
-    }
+    format.wire().items_key()
 }
 
 /// A chat request without its messages: every other field (system prompt, tools, model,

@@ -569,3 +569,89 @@ pub fn events_layout(text: &str) -> Result<Layout, Error> {
         )))
     }
 }
+
+/// The event types the front-end knows; an item of one of them (or any typed item with an
+/// `id`) is an event.
+pub const EVENT_TYPES: [&str; 18] = [
+    "set_var",
+    "tool_call",
+    "tool_result",
+    "abandon",
+    "decision",
+    "file_read",
+    "file_edit",
+    "command_run",
+    "test_run",
+    "build_run",
+    "git_diff",
+    "git_commit",
+    "error",
+    "artifact_created",
+    "requirement",
+    "constraint",
+    "verification",
+    "edge_injection",
+];
+
+/// Structured agent event traces (set_var, tool_call, ...), rendered as prompt text.
+#[derive(Debug, Clone, Copy)]
+pub struct Events;
+
+impl crate::formats::WireFormat for Events {
+    fn format(&self) -> crate::ir::Format {
+        crate::ir::Format::Events
+    }
+
+    fn name(&self) -> &'static str {
+        "events"
+    }
+
+    fn claims_item(&self, item: &Map<String, Value>) -> bool {
+        item.get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| EVENT_TYPES.contains(&t) || item.contains_key("id"))
+    }
+
+    fn lower<'a>(
+        &self,
+        text: &'a str,
+        options: &crate::compile::Options,
+    ) -> Result<Vec<crate::formats::Lowered<'a>>, Error> {
+        let items = lower_events(text, &options.events)?;
+        Ok(vec![crate::formats::Lowered::bare(
+            crate::ir::Format::Events,
+            text,
+            items,
+        )])
+    }
+
+    fn session(&self, options: &crate::compile::Options) -> crate::session::Session {
+        crate::compile::event_session_template(options)
+    }
+
+    fn report(
+        &self,
+        _lowered: &crate::formats::Lowered<'_>,
+        session: &crate::session::Session,
+        options: &crate::compile::Options,
+    ) -> Result<crate::compile::Compiled, Error> {
+        Ok(crate::compile::report_events_counting(
+            session,
+            options.tokenizer,
+            options.counting,
+        ))
+    }
+
+    fn before_after(
+        &self,
+        _lowered: &crate::formats::Lowered<'_>,
+        session: &crate::session::Session,
+        _options: &crate::compile::Options,
+        _prefix: &str,
+    ) -> Result<(String, String), Error> {
+        Ok((
+            crate::compile::uncompacted_events(session),
+            crate::render::prompt::render(session).text,
+        ))
+    }
+}

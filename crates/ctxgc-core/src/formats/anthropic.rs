@@ -366,3 +366,173 @@ pub fn payload(value: &Value, out: &mut Vec<String>) {
         blocks(c, out);
     }
 }
+
+/// Anthropic Messages.
+#[derive(Debug, Clone, Copy)]
+pub struct Anthropic;
+
+impl crate::formats::WireFormat for Anthropic {
+    chat_driver!();
+
+    fn format(&self) -> crate::ir::Format {
+        crate::ir::Format::Anthropic
+    }
+
+    fn name(&self) -> &'static str {
+        "anthropic"
+    }
+
+    /// A message with a role and Anthropic content blocks (tool use, tool results, thinking).
+    fn claims_item(&self, item: &serde_json::Map<String, Value>) -> bool {
+        item.contains_key("role")
+            && item
+                .get("content")
+                .and_then(Value::as_array)
+                .is_some_and(|blocks| {
+                    blocks.iter().any(|b| {
+                        matches!(
+                            b.get("type").and_then(Value::as_str),
+                            Some("tool_use" | "tool_result" | "thinking" | "redacted_thinking")
+                        )
+                    })
+                })
+    }
+
+    fn system_key(&self) -> Option<&'static str> {
+        Some("system")
+    }
+
+    fn endpoint(&self) -> Option<&'static str> {
+        Some("/messages")
+    }
+
+    fn call_id_key(&self) -> &'static str {
+        "tool_use_id"
+    }
+
+    fn messages_carry_ids(&self) -> bool {
+        false
+    }
+
+    fn lower_items(&self, raw: &[RawItem<'_>], system: Option<&str>) -> Result<Vec<Item>, Error> {
+        lower_raw(raw, system)
+    }
+
+    fn payload(&self, message: &Value, out: &mut Vec<String>) {
+        payload(message, out)
+    }
+
+    fn apply_rewrites(&self, message: &mut Value, rewrites: &[BlockRewrite]) -> Result<(), String> {
+        apply_rewrites(message, rewrites)
+    }
+
+    fn convert_item(
+        &self,
+        cx: &mut crate::render::messages::Conversion<'_>,
+        i: usize,
+        p: crate::render::messages::Portable,
+    ) -> Result<(), Error> {
+        use crate::render::messages::arguments_object;
+        use serde_json::json;
+        if p.role == Role::System {
+            cx.system_texts.extend(p.texts);
+            return Ok(());
+        }
+        let mut blocks: Vec<Value> = Vec::new();
+        for (k, (id, text, is_error)) in p.results.iter().enumerate() {
+            let id = cx.result_id(i, k, id);
+            let mut b = json!({"type": "tool_result", "tool_use_id": id, "content": text});
+            if *is_error {
+                b["is_error"] = Value::Bool(true);
+            }
+            blocks.push(b);
+        }
+        for t in &p.texts {
+            blocks.push(json!({"type": "text", "text": t}));
+        }
+        for (k, (id, name, args)) in p.calls.iter().enumerate() {
+            blocks.push(json!({"type": "tool_use", "id": cx.call_id(i, k, id),
+                               "name": name, "input": arguments_object(args)}));
+        }
+        if blocks.is_empty() {
+            return Ok(());
+        }
+        let role = if p.role == Role::Assistant {
+            "assistant"
+        } else {
+            "user"
+        };
+        // Results follow their calls in the next user message: consecutive user
+        // messages made of results are merged into one.
+        if role == "user"
+            && let Some(last) = cx.out.last_mut()
+            && let Ok(mut prev) = serde_json::from_str::<Value>(&last.json)
+            && prev["role"] == "user"
+            && !p.results.is_empty()
+            && prev["content"]
+                .as_array()
+                .is_some_and(|c| c.iter().all(|b| b["type"] == "tool_result"))
+        {
+            if let Some(c) = prev["content"].as_array_mut() {
+                c.extend(blocks);
+            }
+            last.json = prev.to_string();
+            return Ok(());
+        }
+        cx.push(i, json!({"role": role, "content": blocks}));
+        Ok(())
+    }
+
+    fn convert_register(&self, cx: &mut crate::render::messages::Conversion<'_>, register: &str) {
+        cx.system_texts.push(register.to_owned());
+    }
+
+    fn converted_document(
+        &self,
+        cx: &mut crate::render::messages::Conversion<'_>,
+        list: String,
+    ) -> String {
+        use crate::render::messages::{OutputMessage, Source, write_object};
+        use serde_json::json;
+        let mut entries = Vec::new();
+        if !cx.system_texts.is_empty() {
+            let blocks: Vec<Value> = cx
+                .system_texts
+                .iter()
+                .map(|t| json!({"type": "text", "text": t}))
+                .collect();
+            let system = Value::Array(blocks).to_string();
+            cx.out.insert(
+                0,
+                OutputMessage {
+                    source: Source::Register,
+                    json: system.clone(),
+                },
+            );
+            entries.push(("system".to_owned(), system));
+        }
+        entries.push(("messages".to_owned(), list));
+        write_object(&entries)
+    }
+
+    fn render(
+        &self,
+        doc: &crate::chat::lowering::ChatDoc,
+        session: &crate::session::Session,
+        register: Option<&str>,
+    ) -> Result<crate::render::messages::RenderedChat, Error> {
+        crate::render::messages::render_anthropic(doc, session, register)
+    }
+
+    fn validate_list(
+        &self,
+        doc: &Value,
+        list: &[Value],
+        out: &mut Vec<crate::validate::Violation>,
+    ) {
+        if let Some(system) = doc.get("system") {
+            crate::validate::anthropic_system(system, out);
+        }
+        crate::validate::anthropic(list, out);
+    }
+}

@@ -25,9 +25,7 @@
 
 use serde_json::Value;
 
-use crate::chat::lowering::{
-    Problems, assign_ids, parse_arguments, parse_item, provider_id, type_name,
-};
+use crate::chat::lowering::{Problems, parse_arguments, parse_with_ids, type_name};
 use crate::error::Error;
 use crate::frontend::RawItem;
 use crate::ir::{Block, Call, Item, Kind, Message, Role, ToolOutput};
@@ -61,18 +59,7 @@ pub fn lower_input_string(raw: &str) -> Result<Vec<Item>, Error> {
 /// Lowers input items already split into their exact bytes; every problem is reported.
 pub fn lower_raw(raw: &[RawItem<'_>]) -> Result<Vec<Item>, Error> {
     let mut problems = Problems::default();
-    let values: Vec<Option<Value>> = raw
-        .iter()
-        .enumerate()
-        .map(|(i, r)| parse_item(r, i, &mut problems))
-        .collect();
-    let ids = assign_ids(
-        &values
-            .iter()
-            .map(|v| v.as_ref().and_then(provider_id))
-            .collect::<Vec<_>>(),
-        0,
-    );
+    let (values, ids) = parse_with_ids(raw, &mut problems);
     let mut items = Vec::with_capacity(raw.len());
     for (index, (value, raw)) in values.iter().zip(raw).enumerate() {
         let Some(value) = value else { continue };
@@ -304,5 +291,142 @@ pub fn payload(value: &Value, out: &mut Vec<String>) {
             }
         }
         _ => {}
+    }
+}
+
+/// OpenAI Responses input items.
+#[derive(Debug, Clone, Copy)]
+pub struct Responses;
+
+impl crate::formats::WireFormat for Responses {
+    chat_driver!();
+
+    fn format(&self) -> crate::ir::Format {
+        crate::ir::Format::Responses
+    }
+
+    fn name(&self) -> &'static str {
+        "responses"
+    }
+
+    /// A `message` item, or a role-less function call, function output or reasoning item.
+    fn claims_item(&self, item: &serde_json::Map<String, Value>) -> bool {
+        match item.get("type").and_then(Value::as_str) {
+            Some("message") => true,
+            Some("function_call" | "function_call_output" | "reasoning") => {
+                !item.contains_key("role")
+            }
+            _ => false,
+        }
+    }
+
+    fn items_key(&self) -> &'static str {
+        "input"
+    }
+
+    fn item_noun(&self) -> &'static str {
+        "input items"
+    }
+
+    fn endpoint(&self) -> Option<&'static str> {
+        Some("/responses")
+    }
+
+    fn call_id_key(&self) -> &'static str {
+        "call_id"
+    }
+
+    fn lower_items(&self, raw: &[RawItem<'_>], _system: Option<&str>) -> Result<Vec<Item>, Error> {
+        lower_raw(raw)
+    }
+
+    fn items_may_be_string(&self) -> bool {
+        true
+    }
+
+    fn lower_string_items(&self, raw: &str) -> Option<Result<Vec<Item>, Error>> {
+        Some(lower_input_string(raw))
+    }
+
+    fn payload(&self, message: &Value, out: &mut Vec<String>) {
+        payload(message, out)
+    }
+
+    fn apply_rewrites(&self, message: &mut Value, rewrites: &[BlockRewrite]) -> Result<(), String> {
+        apply_rewrites(message, rewrites)
+    }
+
+    fn text_part_type(&self, message: &Value) -> &'static str {
+        if message.get("role").and_then(Value::as_str) == Some("assistant") {
+            "output_text"
+        } else {
+            "input_text"
+        }
+    }
+
+    fn register_message(&self, register: &str) -> Value {
+        serde_json::json!({"type": "message", "role": "system", "content": register})
+    }
+
+    fn convert_item(
+        &self,
+        cx: &mut crate::render::messages::Conversion<'_>,
+        i: usize,
+        p: crate::render::messages::Portable,
+    ) -> Result<(), Error> {
+        use crate::render::messages::arguments_text;
+        use serde_json::json;
+        for (k, (id, text, _)) in p.results.iter().enumerate() {
+            let id = cx.result_id(i, k, id);
+            cx.push(
+                i,
+                json!({"type": "function_call_output", "call_id": id, "output": text}),
+            );
+        }
+        if !p.texts.is_empty() {
+            let role = match p.role {
+                Role::System => "system",
+                Role::Assistant => "assistant",
+                _ => "user",
+            };
+            cx.push(
+                i,
+                json!({"type": "message", "role": role, "content": p.texts.join("\n\n")}),
+            );
+        }
+        for (k, (id, name, args)) in p.calls.iter().enumerate() {
+            cx.push(
+                i,
+                json!({"type": "function_call", "call_id": cx.call_id(i, k, id),
+                        "name": name, "arguments": arguments_text(args)}),
+            );
+        }
+        Ok(())
+    }
+
+    fn converted_document(
+        &self,
+        _cx: &mut crate::render::messages::Conversion<'_>,
+        list: String,
+    ) -> String {
+        crate::render::messages::write_object(&[("input".to_owned(), list)])
+    }
+
+    fn render(
+        &self,
+        doc: &crate::chat::lowering::ChatDoc,
+        session: &crate::session::Session,
+        register: Option<&str>,
+    ) -> Result<crate::render::messages::RenderedChat, Error> {
+        crate::render::messages::render_list(doc, session, register)
+    }
+
+    fn validate_list(
+        &self,
+        _doc: &Value,
+        list: &[Value],
+        out: &mut Vec<crate::validate::Violation>,
+    ) {
+        crate::validate::responses(list, out)
     }
 }

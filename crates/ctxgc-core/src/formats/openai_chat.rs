@@ -21,9 +21,7 @@
 
 use serde_json::Value;
 
-use crate::chat::lowering::{
-    Problems, assign_ids, parse_arguments, parse_item, provider_id, type_name,
-};
+use crate::chat::lowering::{Problems, parse_arguments, parse_with_ids, type_name};
 use crate::error::Error;
 use crate::frontend::{Layout, RawItem, split_items};
 use crate::ir::{Block, Call, Item, Kind, Message, Role, ToolOutput};
@@ -56,18 +54,7 @@ pub fn lower_messages(text: &str) -> Result<Vec<Item>, Error> {
 /// Lowers messages already split into their exact bytes; every problem is reported.
 pub fn lower_raw(raw: &[RawItem<'_>]) -> Result<Vec<Item>, Error> {
     let mut problems = Problems::default();
-    let values: Vec<Option<Value>> = raw
-        .iter()
-        .enumerate()
-        .map(|(i, r)| parse_item(r, i, &mut problems))
-        .collect();
-    let ids = assign_ids(
-        &values
-            .iter()
-            .map(|v| v.as_ref().and_then(provider_id))
-            .collect::<Vec<_>>(),
-        0,
-    );
+    let (values, ids) = parse_with_ids(raw, &mut problems);
     let mut items = Vec::with_capacity(raw.len());
     for (index, (value, raw)) in values.iter().zip(raw).enumerate() {
         let Some(value) = value else { continue };
@@ -492,6 +479,113 @@ pub fn payload(value: &Value, out: &mut Vec<String>) {
     }
     if let Some(fc) = value.get("function_call").filter(|v| v.is_object()) {
         call_text(fc, out);
+    }
+}
+
+/// OpenAI Chat Completions messages.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenaiChat;
+
+impl crate::formats::WireFormat for OpenaiChat {
+    chat_driver!();
+
+    fn format(&self) -> crate::ir::Format {
+        crate::ir::Format::OpenaiChat
+    }
+
+    fn name(&self) -> &'static str {
+        "openai-chat"
+    }
+
+    /// Any message with a role that an earlier format did not claim.
+    fn claims_item(&self, item: &serde_json::Map<String, Value>) -> bool {
+        item.contains_key("role")
+    }
+
+    fn endpoint(&self) -> Option<&'static str> {
+        Some("/chat/completions")
+    }
+
+    fn lower_items(&self, raw: &[RawItem<'_>], _system: Option<&str>) -> Result<Vec<Item>, Error> {
+        lower_raw(raw)
+    }
+
+    fn payload(&self, message: &Value, out: &mut Vec<String>) {
+        payload(message, out)
+    }
+
+    fn apply_rewrites(&self, message: &mut Value, rewrites: &[BlockRewrite]) -> Result<(), String> {
+        apply_rewrites(message, rewrites)
+    }
+
+    fn convert_item(
+        &self,
+        cx: &mut crate::render::messages::Conversion<'_>,
+        i: usize,
+        p: crate::render::messages::Portable,
+    ) -> Result<(), Error> {
+        use crate::render::messages::arguments_text;
+        use serde_json::{Map, json};
+        for (k, (id, text, _)) in p.results.iter().enumerate() {
+            let id = cx.result_id(i, k, id);
+            cx.push(
+                i,
+                json!({"role": "tool", "tool_call_id": id, "content": text}),
+            );
+        }
+        let role = match p.role {
+            Role::System => "system",
+            Role::User | Role::Tool => "user",
+            Role::Assistant => "assistant",
+        };
+        if p.role == Role::Tool && p.texts.is_empty() {
+            return Ok(());
+        }
+        if p.texts.is_empty() && p.calls.is_empty() && !p.results.is_empty() {
+            return Ok(());
+        }
+        let mut m = Map::new();
+        m.insert("role".into(), role.into());
+        m.insert(
+            "content".into(),
+            if p.texts.is_empty() && !p.calls.is_empty() {
+                Value::Null
+            } else {
+                Value::String(p.texts.join("\n\n"))
+            },
+        );
+        if !p.calls.is_empty() {
+            let calls: Vec<Value> = p
+                .calls
+                .iter()
+                .enumerate()
+                .map(|(k, (id, name, args))| {
+                    json!({"id": cx.call_id(i, k, id), "type": "function",
+                           "function": {"name": name, "arguments": arguments_text(args)}})
+                })
+                .collect();
+            m.insert("tool_calls".into(), Value::Array(calls));
+        }
+        cx.push(i, Value::Object(m));
+        Ok(())
+    }
+
+    fn render(
+        &self,
+        doc: &crate::chat::lowering::ChatDoc,
+        session: &crate::session::Session,
+        register: Option<&str>,
+    ) -> Result<crate::render::messages::RenderedChat, Error> {
+        crate::render::messages::render_list(doc, session, register)
+    }
+
+    fn validate_list(
+        &self,
+        _doc: &Value,
+        list: &[Value],
+        out: &mut Vec<crate::validate::Violation>,
+    ) {
+        crate::validate::openai(list, out)
     }
 }
 

@@ -36,6 +36,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::chat::lowering::type_name;
 use crate::error::{Diagnostic, Error};
 use crate::ir::{Block, Call, Item, Kind, Message, Role, ToolOutput};
 
@@ -101,17 +102,6 @@ fn string_field(
             problems.push(problem(index, Some(field), "missing"));
             None
         }
-    }
-}
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
     }
 }
 
@@ -386,6 +376,74 @@ pub fn lower_tracetrim(text: &str) -> Result<Vec<Item>, Error> {
     }
     flush(&mut group, &mut items);
     Ok(items)
+}
+
+/// tracetrim traces: lowered (for learning projections and the bench), not compiled yet.
+#[derive(Debug, Clone, Copy)]
+pub struct Tracetrim;
+
+impl Tracetrim {
+    fn unsupported(&self) -> Error {
+        use crate::formats::WireFormat;
+        Error::UnknownFormat(format!("{} input is not supported yet", self.name()))
+    }
+}
+
+impl crate::formats::WireFormat for Tracetrim {
+    fn format(&self) -> crate::ir::Format {
+        crate::ir::Format::Tracetrim
+    }
+
+    fn name(&self) -> &'static str {
+        "tracetrim"
+    }
+
+    fn claims_item(&self, item: &Map<String, Value>) -> bool {
+        matches!(
+            item.get("kind").and_then(Value::as_str),
+            Some("prompt" | "call" | "message")
+        )
+    }
+
+    fn compilable(&self) -> Result<(), Error> {
+        Err(self.unsupported())
+    }
+
+    fn lower<'a>(
+        &self,
+        text: &'a str,
+        _options: &crate::compile::Options,
+    ) -> Result<Vec<crate::formats::Lowered<'a>>, Error> {
+        let items = lower_tracetrim(text)?;
+        Ok(vec![crate::formats::Lowered::bare(
+            crate::ir::Format::Tracetrim,
+            text,
+            items,
+        )])
+    }
+
+    fn session(&self, options: &crate::compile::Options) -> crate::session::Session {
+        crate::compile::event_session_template(options)
+    }
+
+    fn report(
+        &self,
+        _lowered: &crate::formats::Lowered<'_>,
+        _session: &crate::session::Session,
+        _options: &crate::compile::Options,
+    ) -> Result<crate::compile::Compiled, Error> {
+        Err(self.unsupported())
+    }
+
+    fn before_after(
+        &self,
+        _lowered: &crate::formats::Lowered<'_>,
+        _session: &crate::session::Session,
+        _options: &crate::compile::Options,
+        _prefix: &str,
+    ) -> Result<(String, String), Error> {
+        Err(self.unsupported())
+    }
 }
 
 #[cfg(test)]

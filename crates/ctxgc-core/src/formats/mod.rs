@@ -1,0 +1,360 @@
+//! Wire formats: one module per format, each implementing [`WireFormat`], all listed once in
+//! [`REGISTRY`].
+//!
+//! A format knows everything that depends on its shape: which items are its own (detection),
+//! how a document lowers to the Session IR, which session compiles it, how a compiled session
+//! is written back (rewrites included) and reported, how an output is validated, and where a
+//! request body keeps its conversation (system prompt, messages, other fields) for a gateway.
+//! The driver in [`crate::compile`] only ever talks to the trait: detect → format → lower →
+//! [`Session`] → plan → render.
+//!
+//! A new format is one module here implementing [`WireFormat`], a variant of [`Format`] (the
+//! registry's key) and one line in [`REGISTRY`].
+//!
+//! ```
+//! use ctxgc_core::Format;
+//! use ctxgc_core::formats::REGISTRY;
+//! let names: Vec<&str> = REGISTRY.iter().map(|f| f.name()).collect();
+//! assert_eq!(names, ["responses", "anthropic", "openai-chat", "events", "tracetrim"]);
+//! assert_eq!(Format::Anthropic.wire().items_key(), "messages");
+//! assert_eq!(Format::Responses.wire().items_key(), "input");
+//! ```
+
+use std::borrow::Cow;
+
+use serde_json::{Map, Value, json};
+
+use crate::chat::lowering::ChatDoc;
+use crate::compile::{Compiled, Options};
+use crate::error::Error;
+use crate::frontend::RawItem;
+use crate::ir::{Format, Item};
+use crate::plan::BlockRewrite;
+use crate::render::messages::{Conversion, OutputMessage, Portable, RenderedChat, Source};
+use crate::session::Session;
+use crate::validate::{Rule, Violation};
+
+/// The driver half of [`WireFormat`] for a message-list format: chats lower, compile, report
+/// and diff alike (`crate::chat::compile`), whichever of them they are.
+macro_rules! chat_driver {
+    () => {
+        fn lower<'a>(
+            &self,
+            text: &'a str,
+            options: &crate::compile::Options,
+        ) -> Result<Vec<crate::formats::Lowered<'a>>, crate::error::Error> {
+            crate::chat::compile::lower(text, options)
+        }
+
+        fn session(&self, options: &crate::compile::Options) -> crate::session::Session {
+            crate::chat::compile::session_template(options)
+        }
+
+        fn report(
+            &self,
+            lowered: &crate::formats::Lowered<'_>,
+            session: &crate::session::Session,
+            options: &crate::compile::Options,
+        ) -> Result<crate::compile::Compiled, crate::error::Error> {
+            crate::chat::compile::report(lowered, session, options)
+        }
+
+        fn before_after(
+            &self,
+            lowered: &crate::formats::Lowered<'_>,
+            session: &crate::session::Session,
+            options: &crate::compile::Options,
+            prefix: &str,
+        ) -> Result<(String, String), crate::error::Error> {
+            crate::chat::compile::transcripts(lowered, session, options, prefix)
+        }
+
+        fn is_chat(&self) -> bool {
+            true
+        }
+    };
+}
+
+pub mod anthropic;
+pub mod events;
+pub mod openai_chat;
+pub mod records;
+pub mod responses;
+pub mod tracetrim;
+
+/// Every wire format, in the order detection asks them whether an item is theirs (the first
+/// to claim it wins).
+pub static REGISTRY: &[&dyn WireFormat] = &[
+    &responses::Responses,
+    &anthropic::Anthropic,
+    &openai_chat::OpenaiChat,
+    &events::Events,
+    &tracetrim::Tracetrim,
+];
+
+/// The registered format with this key.
+pub fn wire(format: Format) -> &'static dyn WireFormat {
+    REGISTRY
+        .iter()
+        .copied()
+        .find(|w| w.format() == format)
+        // Every variant is registered (tests::every_format_is_registered); a format missing
+        // from the registry reads as an event trace rather than stopping the program.
+        .unwrap_or(&events::Events)
+}
+
+/// The registered format with this name (`--from`, `--to`).
+pub fn by_name(name: &str) -> Option<&'static dyn WireFormat> {
+    REGISTRY.iter().copied().find(|w| w.name() == name)
+}
+
+/// The message-list format a provider serves at `path` (the part after the host and an
+/// optional `/v1`), if any.
+///
+/// ```
+/// use ctxgc_core::Format;
+/// assert_eq!(ctxgc_core::formats::by_endpoint("/messages").map(|f| f.format()), Some(Format::Anthropic));
+/// assert!(ctxgc_core::formats::by_endpoint("/models").is_none());
+/// ```
+pub fn by_endpoint(path: &str) -> Option<&'static dyn WireFormat> {
+    REGISTRY
+        .iter()
+        .copied()
+        .find(|w| w.endpoint() == Some(path))
+}
+
+/// The first registered format that claims `item` (the first item of a list, or the first
+/// line of JSONL).
+pub fn claiming(item: &Map<String, Value>) -> Option<&'static dyn WireFormat> {
+    REGISTRY.iter().copied().find(|w| w.claims_item(item))
+}
+
+/// One conversation of an input, lowered: what the driver compiles. A file may hold many
+/// (conversation records, one per line).
+#[derive(Debug, Clone)]
+pub struct Lowered<'a> {
+    /// For JSONL of conversation records: the record's id and one-based line.
+    pub record: Option<(String, usize)>,
+    /// The conversation's exact text: the whole input, or the record's line.
+    pub raw: Cow<'a, str>,
+    /// The document: its format, how it was laid out, and its items (taken by the session
+    /// that compiles it).
+    pub doc: ChatDoc,
+}
+
+impl Lowered<'_> {
+    /// A single document (not a record) laid out as a bare list of items.
+    pub fn bare(format: Format, text: &str, items: Vec<Item>) -> Lowered<'_> {
+        Lowered {
+            record: None,
+            raw: Cow::Borrowed(text),
+            doc: ChatDoc {
+                format,
+                envelope: crate::chat::lowering::Envelope::Array,
+                items,
+                system_item: None,
+                input_was_string: false,
+            },
+        }
+    }
+}
+
+/// The error of a chat-only operation asked of a format that is not a chat.
+fn not_chat(name: &str) -> String {
+    format!("{name} is not a chat format")
+}
+
+/// A wire format: detection, lowering, the session that compiles it, rendering, reporting,
+/// validation, and where a request keeps its conversation.
+///
+/// The methods after [`WireFormat::before_after`] concern message lists (chats); their
+/// defaults describe a format that is not one.
+pub trait WireFormat: Sync {
+    /// The registry's key.
+    fn format(&self) -> Format;
+
+    /// The stable name used on the command line (`--from`, `--to`) and in reports.
+    fn name(&self) -> &'static str;
+
+    /// Whether `item` (the first item of a list, or the first line of JSONL) is one of this
+    /// format's. Asked in [`REGISTRY`] order: a format is only asked about items that every
+    /// format before it declined.
+    fn claims_item(&self, item: &Map<String, Value>) -> bool;
+
+    /// Refuses, before anything is read, an input this format lowers but cannot compile.
+    fn compilable(&self) -> Result<(), Error> {
+        Ok(())
+    }
+
+    /// Lowers `text` to its conversations (one per record for JSONL of records).
+    fn lower<'a>(&self, text: &'a str, options: &Options) -> Result<Vec<Lowered<'a>>, Error>;
+
+    /// An empty session configured by `options` to compile this format: retention, passes,
+    /// the prompt-cache model.
+    fn session(&self, options: &Options) -> Session;
+
+    /// The report of a compiled conversation, with its output rendered.
+    fn report(
+        &self,
+        lowered: &Lowered<'_>,
+        session: &Session,
+        options: &Options,
+    ) -> Result<Compiled, Error>;
+
+    /// The conversation as given and as compiled, as readable text for diffing; every id
+    /// is prefixed with `prefix`.
+    fn before_after(
+        &self,
+        lowered: &Lowered<'_>,
+        session: &Session,
+        options: &Options,
+        prefix: &str,
+    ) -> Result<(String, String), Error>;
+
+    /// True for message lists (chats): they can be converted into one another (`--to`),
+    /// stored as chat sessions and compiled by a gateway.
+    fn is_chat(&self) -> bool {
+        false
+    }
+
+    /// The key of the item list in a document object or request body.
+    fn items_key(&self) -> &'static str {
+        "messages"
+    }
+
+    /// What the items of the list are called in messages to a person.
+    fn item_noun(&self) -> &'static str {
+        "messages"
+    }
+
+    /// The top-level field that holds the system prompt, when it is not a message.
+    fn system_key(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// The provider's endpoint for this format (the path after an optional `/v1`).
+    fn endpoint(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Whether a message's own `id` names it (Anthropic messages carry no ids).
+    fn messages_carry_ids(&self) -> bool {
+        true
+    }
+
+    /// The field of a tool result that names the call it answers.
+    fn call_id_key(&self) -> &'static str {
+        "tool_call_id"
+    }
+
+    /// Lowers the raw items of a list (and the top-level system prompt, for a format that has
+    /// one), without the rules that span messages.
+    fn lower_items(&self, raw: &[RawItem<'_>], system: Option<&str>) -> Result<Vec<Item>, Error> {
+        let _ = (raw, system);
+        Err(Error::UnknownFormat(not_chat(self.name())))
+    }
+
+    /// True when the item list may be given as one string (a Responses `input`).
+    fn items_may_be_string(&self) -> bool {
+        false
+    }
+
+    /// Lowers an item list given as one string, for a format that allows one; `None` for a
+    /// format that does not.
+    fn lower_string_items(&self, raw: &str) -> Option<Result<Vec<Item>, Error>> {
+        let _ = raw;
+        None
+    }
+
+    /// The texts of one message that token counts cover (see [`crate::chat::compile`]).
+    fn payload(&self, message: &Value, out: &mut Vec<String>) {
+        let _ = (message, out);
+    }
+
+    /// Writes block rewrites into a message's JSON.
+    fn apply_rewrites(&self, message: &mut Value, rewrites: &[BlockRewrite]) -> Result<(), String> {
+        let _ = (message, rewrites);
+        Err(not_chat(self.name()))
+    }
+
+    /// The type of a text part written into `message` (a placeholder for emptied content).
+    fn text_part_type(&self, message: &Value) -> &'static str {
+        let _ = message;
+        "text"
+    }
+
+    /// The message the register is written as.
+    fn register_message(&self, register: &str) -> Value {
+        json!({"role": "system", "content": register})
+    }
+
+    /// Renders a compiled document in its own format: kept messages as their original bytes,
+    /// rewritten ones with their rewrites, every other field of the envelope unchanged.
+    fn render(
+        &self,
+        doc: &ChatDoc,
+        session: &Session,
+        register: Option<&str>,
+    ) -> Result<RenderedChat, Error> {
+        let _ = (doc, session, register);
+        Err(Error::UnknownFormat(not_chat(self.name())))
+    }
+
+    /// Writes the register into a conversion to this format (`--to`).
+    fn convert_register(&self, cx: &mut Conversion<'_>, register: &str) {
+        cx.out.push(OutputMessage {
+            source: Source::Register,
+            json: self.register_message(register).to_string(),
+        });
+    }
+
+    /// Writes item `i`, reduced to what every chat format holds, into a conversion to this
+    /// format (`--to`).
+    fn convert_item(&self, cx: &mut Conversion<'_>, i: usize, p: Portable) -> Result<(), Error> {
+        let _ = (cx, i, p);
+        Err(Error::UnknownFormat(format!(
+            "cannot convert to {}",
+            self.name()
+        )))
+    }
+
+    /// The converted document: the message list in this format's envelope.
+    fn converted_document(&self, cx: &mut Conversion<'_>, list: String) -> String {
+        let _ = cx;
+        list
+    }
+
+    /// The structural rules of the API, checked on a parsed document's item list.
+    fn validate_list(&self, doc: &Value, list: &[Value], out: &mut Vec<Violation>) {
+        let _ = (doc, list);
+        out.push(Violation::new(0, Rule::Shape, not_chat(self.name())));
+    }
+}
+
+impl Format {
+    /// The registered implementation of this format.
+    pub fn wire(self) -> &'static dyn WireFormat {
+        wire(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_format_is_registered_once() {
+        for format in [
+            Format::Events,
+            Format::OpenaiChat,
+            Format::Anthropic,
+            Format::Responses,
+            Format::Tracetrim,
+        ] {
+            let registered: Vec<_> = REGISTRY.iter().filter(|w| w.format() == format).collect();
+            assert_eq!(registered.len(), 1, "{format:?}");
+            assert_eq!(format.wire().format(), format);
+            assert_eq!(Format::from_name(format.name()), Some(format));
+        }
+    }
+}
