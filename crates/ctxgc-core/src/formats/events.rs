@@ -97,16 +97,7 @@ struct Fields<'a> {
     used: Vec<&'static str>,
 }
 
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
+use crate::chat::lowering::type_name;
 
 impl<'a> Fields<'a> {
     fn problem(&mut self, field: &str, message: impl Into<String>) {
