@@ -34,6 +34,32 @@ pub struct Options {
     /// traces); its stubs name `chat.expand_tool` when one is set, and `chat.keep_tools` are
     /// never trimmed.
     pub projection: Option<crate::projection::Projection>,
+    /// How much of the report a compile fills in.
+    pub detail: Detail,
+}
+
+/// How much of the report a compile fills in. The output is the same either way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Detail {
+    /// Decisions, receipts, and for chats the register, payloads and validation report.
+    #[default]
+    Full,
+    /// For a caller that prints only the output (`ctxgc compile` without `--json` or
+    /// `--dry-run`): `output`, `format` and `warnings` are filled in; `decisions`, `receipts`,
+    /// `chat` and `records` are left empty, and nothing is tokenized for the report (as with
+    /// [`Counting::Skip`]).
+    ///
+    /// ```
+    /// use ctxgc_core::{compile, Detail, Options};
+    /// let trace = r#"[{"id": "e1", "type": "set_var", "timestamp": 1, "key": "x", "value": 1},
+    ///                {"id": "e2", "type": "set_var", "timestamp": 2, "key": "x", "value": 2}]"#;
+    /// let full = compile(trace, &Options::default()).unwrap();
+    /// let lean = compile(trace, &Options { detail: Detail::OutputOnly, ..Default::default() }).unwrap();
+    /// assert_eq!(lean.output, full.output);
+    /// assert_eq!(full.receipts.len(), 1);
+    /// assert!(lean.decisions.is_empty() && lean.receipts.is_empty());
+    /// ```
+    OutputOnly,
 }
 
 /// Whether a compile reports exact token counts.
@@ -68,6 +94,14 @@ impl Counting {
 }
 
 impl Options {
+    /// The counting the report does: none when only the output is wanted.
+    pub fn report_counting(&self) -> Counting {
+        match self.detail {
+            Detail::Full => self.counting,
+            Detail::OutputOnly => Counting::Skip,
+        }
+    }
+
     /// The projection pass's configuration, when a projection is set.
     pub fn projection_config(&self) -> Option<crate::passes::projection::ProjectionConfig> {
         self.projection
@@ -297,7 +331,9 @@ fn gather(compiled: Vec<RecordCompiled>, options: &Options) -> Compiled {
             ..w.clone()
         }));
     }
-    all.records = compiled;
+    if options.detail == Detail::Full {
+        all.records = compiled;
+    }
     all
 }
 
@@ -312,12 +348,33 @@ pub fn report_events_counting(
     tokenizer: Tokenizer,
     counting: Counting,
 ) -> Compiled {
+    report_events_with(session, tokenizer, counting, Detail::Full)
+}
+
+/// [`report_events_counting`] filling in `detail` (with [`Detail::OutputOnly`] no decisions,
+/// receipts or counts).
+pub fn report_events_with(
+    session: &Session,
+    tokenizer: Tokenizer,
+    counting: Counting,
+    detail: Detail,
+) -> Compiled {
     let plans = session.plans();
     let rendered = prompt::render_planned(session, &plans);
+    let counting = match detail {
+        Detail::Full => counting,
+        Detail::OutputOnly => Counting::Skip,
+    };
     let tokens_before = counting.count(|| tokenizer.count(&uncompacted_events(session)));
     let tokens_after = counting.count(|| tokenizer.count(&rendered.text));
-    let decisions = session.decisions_of(&plans);
-    let receipts = receipts_for(session.items(), &decisions);
+    let (decisions, receipts) = match detail {
+        Detail::Full => {
+            let decisions = session.decisions_of(&plans);
+            let receipts = receipts_for(session.items(), &decisions);
+            (decisions, receipts)
+        }
+        Detail::OutputOnly => (Vec::new(), Vec::new()),
+    };
     Compiled {
         format: Format::Events,
         tokens_before,

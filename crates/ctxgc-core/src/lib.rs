@@ -37,7 +37,7 @@ pub mod tokens;
 pub mod unique_keys;
 pub mod validate;
 
-pub use compile::{Compiled, Counting, Options, Receipt, compile, receipt};
+pub use compile::{Compiled, Counting, Detail, Options, Receipt, compile, receipt};
 pub use error::{Diagnostic, Error};
 pub use ir::{Format, Item, Kind};
 pub use plan::{Action, Decision, Reason, Verdict};

@@ -10,6 +10,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::chat::pairing::ToolIndex;
 use crate::error::{Diagnostic, Error};
 use crate::graph::Graph;
 use crate::ir::{Item, Kind, RetainUntil};
@@ -98,6 +99,10 @@ pub struct Session {
     /// Cache-stable mode's state, when enabled.
     #[serde(default)]
     cache: Option<cache::CacheState>,
+    /// Calls and results paired once for every pass. Derived from the items, so not saved:
+    /// a loaded session rebuilds it at its next compile.
+    #[serde(skip)]
+    tools: ToolIndex,
 }
 
 /// Maps an f64 to a u64 whose order is the float's total order.
@@ -133,6 +138,7 @@ impl Session {
             protection_changed: Vec::new(),
             warnings: Vec::new(),
             cache: None,
+            tools: ToolIndex::default(),
         }
     }
 
@@ -372,6 +378,7 @@ impl Session {
     /// compiled already; those from `end` on are left for later).
     fn compile_range(&mut self, start: usize, end: usize) {
         self.graph.refresh(end);
+        self.tools.extend_to(&self.items, end);
         let fresh = self.graph.take_fresh_edges();
 
         // Expired protections.
@@ -392,6 +399,7 @@ impl Session {
                 dead: &self.dead,
                 index_of: &self.index_of,
                 fresh_edges: &fresh,
+                tools: &self.tools,
             };
             for pass in self.passes.iter_mut().filter(|p| p.structural()) {
                 claims_changed.extend(pass.update(&cx, start..end, &protection_changed));
@@ -422,6 +430,7 @@ impl Session {
             dead: &self.dead,
             index_of: &self.index_of,
             fresh_edges: &fresh,
+            tools: &self.tools,
         };
         for pass in self.passes.iter_mut().filter(|p| !p.structural()) {
             pass.update(&cx, start..end, &survival_changed);
@@ -436,6 +445,7 @@ impl Session {
             dead: &self.dead,
             index_of: &self.index_of,
             fresh_edges: &[],
+            tools: &self.tools,
         }
     }
 

@@ -69,6 +69,20 @@ pub fn duplicate_key(text: &str) -> Option<DuplicateKey> {
 pub fn parse_unique(
     text: &str,
 ) -> Result<(serde_json::Value, Option<DuplicateKey>), serde_json::Error> {
+    let (value, repeated) = parse_noting_repeats(text)?;
+    let found = if repeated { duplicate_key(text) } else { None };
+    Ok((value, found))
+}
+
+/// Parses `text` as [`serde_json::from_str`] would, and says whether any object in it repeats
+/// a key (without locating it: see [`parse_unique`] for that). One pass over the text.
+///
+/// ```
+/// use ctxgc_core::unique_keys::parse_noting_repeats;
+/// assert!(!parse_noting_repeats(r#"[{"a": 1}, {"a": 2}]"#).unwrap().1);
+/// assert!(parse_noting_repeats(r#"{"a": {"b": 1, "b": 2}}"#).unwrap().1);
+/// ```
+pub fn parse_noting_repeats(text: &str) -> Result<(serde_json::Value, bool), serde_json::Error> {
     let mut repeated = false;
     let mut de = serde_json::Deserializer::from_str(text);
     let value = Build {
@@ -76,8 +90,7 @@ pub fn parse_unique(
     }
     .deserialize(&mut de)?;
     de.end()?;
-    let found = if repeated { duplicate_key(text) } else { None };
-    Ok((value, found))
+    Ok((value, repeated))
 }
 
 /// Builds a [`serde_json::Value`] exactly as its own `Deserialize` does, noting whether any

@@ -62,8 +62,9 @@ pub fn run(args: CompileArgs) -> Result<(), Failure> {
     // Usage errors come before reading the input.
     let mut options = args.options.to_options()?;
     if !args.json && !args.dry_run {
-        // Only the output is printed: nobody asked for counts.
+        // Only the output is printed: nobody asked for counts, decisions or receipts.
         options.counting = ctxgc_core::Counting::Skip;
+        options.detail = ctxgc_core::Detail::OutputOnly;
     }
     let text = read_input(args.file.as_ref())?;
     let compiled = ctxgc_core::compile(&text, &options)?;

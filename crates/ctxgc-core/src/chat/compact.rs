@@ -37,7 +37,6 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -259,66 +258,8 @@ fn is_empty_value(v: &Value) -> bool {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Duplicate keys: serde_json keeps the last of them, so re-serialising would drop one.
-
-struct DuplicateCheck;
-
-impl<'de> DeserializeSeed<'de> for DuplicateCheck {
-    type Value = bool;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
-        d.deserialize_any(DuplicateVisitor)
-    }
-}
-
-struct DuplicateVisitor;
-
-impl<'de> Visitor<'de> for DuplicateVisitor {
-    type Value = bool;
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_unit<E>(self) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
-        let mut dup = false;
-        while let Some(d) = seq.next_element_seed(DuplicateCheck)? {
-            dup |= d;
-        }
-        Ok(dup)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
-        let mut keys = std::collections::HashSet::new();
-        let mut dup = false;
-        while let Some(key) = map.next_key::<String>()? {
-            // serde_json's arbitrary-precision numbers arrive as a one-entry map with a
-            // private key; its value is a string.
-            dup |= !keys.insert(key);
-            dup |= map.next_value_seed(DuplicateCheck)?;
-        }
-        Ok(dup)
-    }
-}
-
-fn has_duplicate_keys(text: &str) -> bool {
-    let mut d = serde_json::Deserializer::from_str(text);
-    DuplicateCheck.deserialize(&mut d).unwrap_or(true)
-}
+// Parsing. A repeated key makes an output unsafe to re-encode: serde_json keeps the last of
+// them, so re-serialising would drop one.
 
 /// Parses a tool output as a JSON object or array, when it is one that can be re-encoded
 /// without loss.
@@ -327,11 +268,11 @@ pub fn parse_json_output(text: &str) -> Option<Value> {
     if !(trimmed.starts_with('{') || trimmed.starts_with('[')) {
         return None;
     }
-    let value: Value = serde_json::from_str(trimmed).ok()?;
-    if has_duplicate_keys(trimmed) {
-        return None;
+    // One pass builds the tree and notices a repeated key.
+    match crate::unique_keys::parse_noting_repeats(trimmed) {
+        Ok((value, false)) => Some(value),
+        _ => None,
     }
-    Some(value)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -584,12 +525,27 @@ fn smallest_encoding(value: &Value, tokenizer: Tokenizer) -> (String, bool, usiz
 
 /// Re-encodes a JSON output without loss, when that saves tokens.
 pub fn compact_json(text: &str, tokenizer: Tokenizer) -> Option<Compacted> {
-    let value = parse_json_output(text)?;
-    let (new, tables, after) = smallest_encoding(&value, tokenizer);
+    compact_parsed(
+        text,
+        &parse_json_output(text)?,
+        || tokenizer.count(text),
+        tokenizer,
+    )
+}
+
+/// [`compact_json`] of a text already parsed by [`parse_json_output`] into `value`;
+/// `tokens_of_text` counts the text (called only when the re-encoding differs from it).
+pub fn compact_parsed(
+    text: &str,
+    value: &Value,
+    tokens_of_text: impl FnOnce() -> usize,
+    tokenizer: Tokenizer,
+) -> Option<Compacted> {
+    let (new, tables, after) = smallest_encoding(value, tokenizer);
     if new == text {
         return None;
     }
-    let before = tokenizer.count(text);
+    let before = tokens_of_text();
     (after < before).then_some(Compacted {
         text: new,
         tables,
@@ -766,8 +722,20 @@ pub fn sample_rows(
     tokenizer: Tokenizer,
 ) -> Option<Sampled> {
     let value = parse_json_output(text)?;
+    sample_parsed(text, &value, sampling, signals, hint, tokenizer)
+}
+
+/// [`sample_rows`] of a text already parsed by [`parse_json_output`] into `value`.
+pub fn sample_parsed(
+    text: &str,
+    value: &Value,
+    sampling: Sampling,
+    signals: &SafetySignals,
+    hint: &str,
+    tokenizer: Tokenizer,
+) -> Option<Sampled> {
     let mut lists = Vec::new();
-    let sampled = sample_walk(&value, "$", sampling, signals, &mut lists);
+    let sampled = sample_walk(value, "$", sampling, signals, &mut lists);
     if lists.is_empty() || lists.iter().all(|l| l.kept.len() == l.total) {
         return None;
     }
@@ -814,8 +782,28 @@ pub fn fold_text(
     hint: &str,
     tokenizer: Tokenizer,
 ) -> Option<Folded> {
+    fold_unless_json(
+        text,
+        || parse_json_output(text).is_some(),
+        folding,
+        signals,
+        hint,
+        tokenizer,
+    )
+}
+
+/// [`fold_text`], with `is_json` saying whether the text is JSON [`parse_json_output`] takes
+/// (asked only when the text is long enough to fold).
+pub fn fold_unless_json(
+    text: &str,
+    is_json: impl FnOnce() -> bool,
+    folding: Folding,
+    signals: &SafetySignals,
+    hint: &str,
+    tokenizer: Tokenizer,
+) -> Option<Folded> {
     let lines: Vec<&str> = text.split('\n').collect();
-    if lines.len() <= folding.max_lines || parse_json_output(text).is_some() {
+    if lines.len() <= folding.max_lines || is_json() {
         return None;
     }
     // Runs of identical lines: (first line index, repeat count).

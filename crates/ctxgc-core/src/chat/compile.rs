@@ -20,7 +20,7 @@ use serde_json::value::RawValue;
 use crate::chat::lowering::{ChatDoc, chat_format_of, lower_document};
 use crate::chat::state::{Ledger, StateEvent, Status, orphans};
 use crate::chat::{ChatConfig, Preset, register, role_name};
-use crate::compile::{Compiled, Options, receipts_for};
+use crate::compile::{Compiled, Detail, Options, receipts_for};
 use crate::error::Error;
 use crate::formats::Lowered;
 use crate::formats::records::{Record, lower_records};
@@ -387,8 +387,41 @@ fn report_doc(
     let target = options.chat.to.unwrap_or(doc.format);
     let rendered = render_session(doc, session, register_text.as_deref(), options.chat.to)?;
     let tokenizer = options.tokenizer;
-    let counting = options.counting;
+    let counting = options.report_counting();
     let items = session.items();
+
+    // The output's validity is checked whatever the detail: a broken output is a warning.
+    let input_violations = validate(doc.format, input)?;
+    let output_violations = validate(target, &rendered.text)?;
+    let fresh = new_violations(&input_violations, &output_violations);
+    let mut warnings = session.warnings().to_vec();
+    warnings.extend(rendered.warnings.iter().cloned());
+    for v in &fresh {
+        warnings.push(crate::error::Diagnostic::new(
+            v.index,
+            None,
+            None,
+            format!(
+                "the output breaks a {:?} rule the input did not: {}",
+                v.rule, v.detail
+            ),
+        ));
+    }
+    if options.detail == Detail::OutputOnly {
+        return Ok(Compiled {
+            format: target,
+            output: rendered.text,
+            tokens_before: 0,
+            tokens_after: 0,
+            would_save_tokens: session.would_save_tokens(),
+            tokenizer: tokenizer.name(),
+            decisions: Vec::new(),
+            receipts: Vec::new(),
+            warnings,
+            chat: None,
+            records: Vec::new(),
+        });
+    }
 
     // Tokens per payload. A message sent as its original bytes costs what it cost before.
     let before: Vec<usize> = items
@@ -485,22 +518,6 @@ fn report_doc(
         })
         .collect();
 
-    let input_violations = validate(doc.format, input)?;
-    let output_violations = validate(target, &rendered.text)?;
-    let fresh = new_violations(&input_violations, &output_violations);
-    let mut warnings = session.warnings().to_vec();
-    warnings.extend(rendered.warnings.iter().cloned());
-    for v in &fresh {
-        warnings.push(crate::error::Diagnostic::new(
-            v.index,
-            None,
-            None,
-            format!(
-                "the output breaks a {:?} rule the input did not: {}",
-                v.rule, v.detail
-            ),
-        ));
-    }
     let report = ChatReport {
         preset: options.chat.preset,
         input_format: doc.format,

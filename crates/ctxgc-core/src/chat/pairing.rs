@@ -6,10 +6,12 @@
 //! every pass and for the back-end.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
 use crate::ir::{Block, Call, Item, Kind};
+use crate::tokens::Tokenizer;
 
 /// A block of an item: its position in the session and its index in the message's blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -134,6 +136,111 @@ impl Pairing {
     }
 }
 
+/// Calls and results of a session, paired once for every pass, with what the tool-output
+/// passes need of each result computed at most once: its text without state blocks, its
+/// parse as JSON, its canonical hash, its error status, its token count.
+///
+/// A [`crate::Session`] keeps one and hands it to the passes in [`crate::passes::Cx`]; it is
+/// derived from the items alone, so a session loaded from a snapshot rebuilds it.
+///
+/// ```
+/// use ctxgc_core::chat::pairing::ToolIndex;
+/// use ctxgc_core::frontend::openai::lower_messages;
+/// let items = lower_messages(r#"[
+///   {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+///   {"role": "tool", "tool_call_id": "c1", "content": "{\"files\": [\"a.txt\"]}"}
+/// ]"#).unwrap();
+/// let mut index = ToolIndex::default();
+/// index.extend_to(&items, items.len());
+/// let results = index.results(1, &items[1]);
+/// assert_eq!(results[0].call.name, "ls");
+/// assert!(results[0].json().is_some());
+/// assert!(!results[0].is_error());
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ToolIndex {
+    pairing: Pairing,
+    /// Items taken into account: `0..added`.
+    added: usize,
+    /// For each item with results, one entry per result block, in `results_in` order.
+    results: HashMap<usize, Vec<ResultFacts>>,
+}
+
+/// What is known of one result block, each part computed when first asked.
+#[derive(Debug, Clone, Default)]
+struct ResultFacts {
+    /// The text with state blocks removed, when removing them changed it (otherwise the
+    /// output's own text is used).
+    stripped: Option<String>,
+    json: OnceLock<Option<serde_json::Value>>,
+    hash: OnceLock<String>,
+    error: OnceLock<bool>,
+    tokens: OnceLock<(Tokenizer, usize)>,
+}
+
+impl ToolIndex {
+    /// Takes items `self.added..end` into account (items already taken are skipped, so a
+    /// session calls this before every compile).
+    pub fn extend_to(&mut self, items: &[Item], end: usize) {
+        let end = end.min(items.len());
+        for (i, item) in items.iter().enumerate().take(end).skip(self.added) {
+            self.pairing.add(i, item);
+            let Kind::Message(message) = &item.kind else {
+                continue;
+            };
+            let facts: Vec<ResultFacts> = self
+                .pairing
+                .results_in(i)
+                .map(|(b, _)| ResultFacts {
+                    stripped: match message.blocks.get(b) {
+                        Some(Block::ToolResult(output)) => crate::chat::output_text(output)
+                            .and_then(crate::chat::state::strip_blocks),
+                        _ => None,
+                    },
+                    ..ResultFacts::default()
+                })
+                .collect();
+            if !facts.is_empty() {
+                self.results.insert(i, facts);
+            }
+        }
+        self.added = self.added.max(end);
+    }
+
+    /// The pairing of every call and result taken so far.
+    pub fn pairing(&self) -> &Pairing {
+        &self.pairing
+    }
+
+    /// The results in item `i` (already taken, `item` being `items[i]`), each with its call.
+    pub fn results<'a>(&'a self, i: usize, item: &'a Item) -> Vec<ResultView<'a>> {
+        let Kind::Message(message) = &item.kind else {
+            return Vec::new();
+        };
+        let facts = self.results.get(&i).map_or(&[][..], Vec::as_slice);
+        self.pairing
+            .results_in(i)
+            .zip(facts)
+            .filter_map(|((b, call), facts)| {
+                let Block::ToolResult(output) = message.blocks.get(b)? else {
+                    return None;
+                };
+                let text = match &facts.stripped {
+                    Some(stripped) => Some(stripped.as_str()),
+                    None => crate::chat::output_text(output),
+                };
+                Some(ResultView {
+                    slot: Slot { item: i, block: b },
+                    call,
+                    output,
+                    text,
+                    facts,
+                })
+            })
+            .collect()
+    }
+}
+
 /// A tool result as the tool-output passes see it.
 #[derive(Debug, Clone)]
 pub struct ResultView<'a> {
@@ -144,16 +251,44 @@ pub struct ResultView<'a> {
     /// The output as given.
     pub output: &'a crate::ir::ToolOutput,
     /// Its text with state blocks removed (what the model receives), when it is text.
-    pub text: Option<String>,
+    pub text: Option<&'a str>,
+    facts: &'a ResultFacts,
 }
 
-impl ResultView<'_> {
+impl<'a> ResultView<'a> {
     /// True when the output is a stub or note an earlier compile wrote (see
     /// [`crate::chat::written_by_ctxgc`]): no pass rewrites it or takes it as evidence.
     pub fn written_by_ctxgc(&self) -> bool {
-        self.text
-            .as_deref()
-            .is_some_and(crate::chat::written_by_ctxgc)
+        self.text.is_some_and(crate::chat::written_by_ctxgc)
+    }
+
+    /// The text parsed by [`crate::chat::compact::parse_json_output`]: a JSON object or array
+    /// that can be re-encoded without loss.
+    pub fn json(&self) -> Option<&'a serde_json::Value> {
+        let text = self.text;
+        self.facts
+            .json
+            .get_or_init(|| text.and_then(crate::chat::compact::parse_json_output))
+            .as_ref()
+    }
+
+    /// The BLAKE3 hash (hex) of the output's canonical JSON: equal for the same output.
+    pub fn output_hash(&self) -> &'a str {
+        let output = &self.output.output;
+        self.facts.hash.get_or_init(|| {
+            blake3::hash(crate::ir::canonical_json(output).as_bytes())
+                .to_hex()
+                .to_string()
+        })
+    }
+
+    /// Tokens of the text (0 when it is not text).
+    pub fn tokens(&self, tokenizer: Tokenizer) -> usize {
+        let count = || (tokenizer, self.text.map_or(0, |t| tokenizer.count(t)));
+        match self.facts.tokens.get_or_init(count) {
+            &(t, n) if t == tokenizer => n,
+            _ => count().1,
+        }
     }
 
     /// True when the output reports a failure: flagged by the provider, a JSON object with a
@@ -162,44 +297,42 @@ impl ResultView<'_> {
         if self.output.is_error {
             return true;
         }
-        let Some(text) = &self.text else {
+        let Some(text) = self.text else {
             return false;
         };
-        if let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(text)
-            && let Some(e) = map.get("error")
-        {
-            return !matches!(e, serde_json::Value::Null | serde_json::Value::Bool(false))
-                && e.as_str().is_none_or(|s| !s.trim().is_empty());
-        }
-        let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-        crate::chat::compact::words(first).iter().any(|w| {
-            matches!(
-                w.as_str(),
-                "error" | "errors" | "exception" | "failed" | "failure" | "traceback" | "fatal"
-            )
+        *self.facts.error.get_or_init(|| {
+            // Only a text that opens an object can parse as one; the shared parse serves
+            // unless a repeated key made it refuse the text.
+            let json_space = |c: char| matches!(c, ' ' | '\t' | '\n' | '\r');
+            let error_field = if text.trim_start().starts_with('{') {
+                // `json()` trims any Unicode space, serde_json only JSON's four.
+                let same_text = text.trim().len() == text.trim_matches(json_space).len();
+                match self.json().filter(|_| same_text) {
+                    Some(serde_json::Value::Object(map)) => Some(map.get("error").cloned()),
+                    _ => match serde_json::from_str::<serde_json::Value>(text) {
+                        Ok(serde_json::Value::Object(map)) => Some(map.get("error").cloned()),
+                        _ => None,
+                    },
+                }
+            } else {
+                None
+            };
+            text_reports_error(text, error_field)
         })
     }
 }
 
-/// The results in item `i` (already added to `pairing`), each with its call and text.
-pub fn results_of<'a>(pairing: &'a Pairing, i: usize, item: &'a Item) -> Vec<ResultView<'a>> {
-    let Kind::Message(message) = &item.kind else {
-        return Vec::new();
-    };
-    pairing
-        .results_in(i)
-        .filter_map(|(b, call)| {
-            let Block::ToolResult(output) = message.blocks.get(b)? else {
-                return None;
-            };
-            let text = crate::chat::output_text(output)
-                .map(|t| crate::chat::state::strip_blocks(t).unwrap_or_else(|| t.to_owned()));
-            Some(ResultView {
-                slot: Slot { item: i, block: b },
-                call,
-                output,
-                text,
-            })
-        })
-        .collect()
+/// `error_field`: `Some(the "error" member)` when the text is a JSON object.
+fn text_reports_error(text: &str, error_field: Option<Option<serde_json::Value>>) -> bool {
+    if let Some(Some(e)) = error_field {
+        return !matches!(e, serde_json::Value::Null | serde_json::Value::Bool(false))
+            && e.as_str().is_none_or(|s| !s.trim().is_empty());
+    }
+    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    crate::chat::compact::words(first).iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "error" | "errors" | "exception" | "failed" | "failure" | "traceback" | "fatal"
+        )
+    })
 }

@@ -626,10 +626,11 @@ impl crate::formats::WireFormat for Events {
         session: &crate::session::Session,
         options: &crate::compile::Options,
     ) -> Result<crate::compile::Compiled, Error> {
-        Ok(crate::compile::report_events_counting(
+        Ok(crate::compile::report_events_with(
             session,
             options.tokenizer,
             options.counting,
+            options.detail,
         ))
     }
 

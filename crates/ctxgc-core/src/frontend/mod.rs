@@ -48,6 +48,13 @@ pub fn detect(text: &str) -> Result<Detected, Error> {
     if trimmed.is_empty() {
         return Err(Error::UnknownFormat("the input is empty".into()));
     }
+    // An object is read member by member in one pass, which validates it as well; only when
+    // that fails is the text parsed again to tell a broken document from a JSONL one.
+    if trimmed.starts_with('{')
+        && let Ok(map) = serde_json::from_str::<TopLevel<'_>>(trimmed)
+    {
+        return detect_object(&map);
+    }
     match serde_json::from_str::<&RawValue>(trimmed) {
         Ok(raw) => detect_document(raw.get()),
         Err(err) if err.is_syntax() && err.line() > 1 && looks_like_jsonl(trimmed) => {
@@ -75,66 +82,15 @@ fn detect_document(doc: &str) -> Result<Detected, Error> {
             records: false,
         })
     };
-    let is_array = |raw: &RawValue| raw.get().starts_with('[');
     match doc.as_bytes().first() {
         Some(b'[') => match first_element(doc)? {
             None => single(Format::Events),
             Some(first) => single(classify_item(&first)?),
         },
         Some(b'{') => {
-            let map: std::collections::HashMap<String, &RawValue> =
+            let map: TopLevel<'_> =
                 serde_json::from_str(doc).map_err(|e| Error::json("input", &e))?;
-            if map.get("events").is_some_and(|v| is_array(v)) {
-                return Ok(Detected {
-                    format: Format::Events,
-                    layout: Layout::Wrapped("events"),
-                    records: false,
-                });
-            }
-            if let Some(messages) = map.get("messages").filter(|v| is_array(v)) {
-                let format = if map.contains_key("system") {
-                    Format::Anthropic
-                } else {
-                    match first_element(messages.get())? {
-                        Some(first) => classify_item(&first)?,
-                        None => Format::OpenaiChat,
-                    }
-                };
-                return Ok(Detected {
-                    format,
-                    layout: Layout::Wrapped("messages"),
-                    records: false,
-                });
-            }
-            if map
-                .get("input")
-                .is_some_and(|i| is_array(i) || i.get().starts_with('"'))
-            {
-                return Ok(Detected {
-                    format: Format::Responses,
-                    layout: Layout::Wrapped("input"),
-                    records: false,
-                });
-            }
-            if map.contains_key("type") {
-                // A single event on its own.
-                return Ok(Detected {
-                    format: Format::Events,
-                    layout: Layout::Lines,
-                    records: false,
-                });
-            }
-            if map.contains_key("kind") {
-                // A one-line tracetrim trace.
-                return Ok(Detected {
-                    format: Format::Tracetrim,
-                    layout: Layout::Lines,
-                    records: false,
-                });
-            }
-            Err(Error::UnknownFormat(
-                "a JSON object without an `events`, `messages` or `input` array".into(),
-            ))
+            detect_object(&map)
         }
         _ => Err(Error::UnknownFormat(
             "the input is a JSON scalar, not a trace or a message list".into(),
@@ -142,25 +98,81 @@ fn detect_document(doc: &str) -> Result<Detected, Error> {
     }
 }
 
-/// The first element of the JSON array `array`, parsed; the rest is only scanned.
-fn first_element(array: &str) -> Result<Option<Value>, Error> {
-    struct First;
-    impl<'de> serde::de::Visitor<'de> for First {
-        type Value = Option<Value>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a JSON array")
-        }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(
-            self,
-            mut seq: A,
-        ) -> Result<Self::Value, A::Error> {
-            let first = seq.next_element::<Value>()?;
-            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-            Ok(first)
-        }
+/// A JSON object's members, their values left as unparsed slices of the input.
+type TopLevel<'a> = std::collections::HashMap<String, &'a RawValue>;
+
+fn detect_object(map: &TopLevel<'_>) -> Result<Detected, Error> {
+    let is_array = |raw: &RawValue| raw.get().starts_with('[');
+    if map.get("events").is_some_and(|v| is_array(v)) {
+        return Ok(Detected {
+            format: Format::Events,
+            layout: Layout::Wrapped("events"),
+            records: false,
+        });
     }
-    let mut de = serde_json::Deserializer::from_str(array);
-    serde::Deserializer::deserialize_seq(&mut de, First).map_err(|e| Error::json("input", &e))
+    if let Some(messages) = map.get("messages").filter(|v| is_array(v)) {
+        let format = if map.contains_key("system") {
+            Format::Anthropic
+        } else {
+            match first_element(messages.get())? {
+                Some(first) => classify_item(&first)?,
+                None => Format::OpenaiChat,
+            }
+        };
+        return Ok(Detected {
+            format,
+            layout: Layout::Wrapped("messages"),
+            records: false,
+        });
+    }
+    if map
+        .get("input")
+        .is_some_and(|i| is_array(i) || i.get().starts_with('"'))
+    {
+        return Ok(Detected {
+            format: Format::Responses,
+            layout: Layout::Wrapped("input"),
+            records: false,
+        });
+    }
+    if map.contains_key("type") {
+        // A single event on its own.
+        return Ok(Detected {
+            format: Format::Events,
+            layout: Layout::Lines,
+            records: false,
+        });
+    }
+    if map.contains_key("kind") {
+        // A one-line tracetrim trace.
+        return Ok(Detected {
+            format: Format::Tracetrim,
+            layout: Layout::Lines,
+            records: false,
+        });
+    }
+    Err(Error::UnknownFormat(
+        "a JSON object without an `events`, `messages` or `input` array".into(),
+    ))
+}
+
+/// The first element of the JSON array `array`, parsed. The array has been validated as a
+/// whole already, so the rest of it is not read at all.
+fn first_element(array: &str) -> Result<Option<Value>, Error> {
+    let json_space = |c: char| matches!(c, ' ' | '\t' | '\n' | '\r');
+    let inner = array
+        .trim_start_matches(json_space)
+        .strip_prefix('[')
+        .ok_or_else(|| Error::UnknownFormat("expected a JSON array".into()))?
+        .trim_start_matches(json_space);
+    if inner.starts_with(']') {
+        return Ok(None);
+    }
+    serde_json::Deserializer::from_str(inner)
+        .into_iter::<Value>()
+        .next()
+        .transpose()
+        .map_err(|e| Error::json("input", &e))
 }
 
 fn detect_lines(text: &str) -> Result<Detected, Error> {

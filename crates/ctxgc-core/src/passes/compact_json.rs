@@ -26,8 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Cx, Pass, PassDoc};
 use crate::chat::ChatConfig;
-use crate::chat::compact::compact_json;
-use crate::chat::pairing::{Pairing, results_of};
+use crate::chat::compact::compact_parsed;
 use crate::plan::{Action, BlockRewrite, Reason, Verdict};
 
 /// This pass's doc.
@@ -41,7 +40,6 @@ pub static DOC: PassDoc = PassDoc {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct CompactJson {
     config: ChatConfig,
-    pairing: Pairing,
     #[serde(with = "crate::chat::position_map")]
     rewrites: HashMap<usize, (Vec<BlockRewrite>, Vec<String>)>,
 }
@@ -66,13 +64,15 @@ impl Pass for CompactJson {
             return Vec::new();
         }
         for i in new {
-            self.pairing.add(i, &cx.items[i]);
-            for r in results_of(&self.pairing, i, &cx.items[i]) {
+            for r in cx.results(i) {
                 if self.config.tool_protected(&r.call.name) || r.written_by_ctxgc() {
                     continue;
                 }
-                let Some(text) = &r.text else { continue };
-                let Some(c) = compact_json(text, self.config.tokenizer) else {
+                let (Some(text), Some(value)) = (r.text, r.json()) else {
+                    continue;
+                };
+                let tokenizer = self.config.tokenizer;
+                let Some(c) = compact_parsed(text, value, || r.tokens(tokenizer), tokenizer) else {
                     continue;
                 };
                 let entry = self.rewrites.entry(i).or_default();

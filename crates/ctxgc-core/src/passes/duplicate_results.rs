@@ -29,8 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Cx, Pass, PassDoc};
 use crate::chat::ChatConfig;
-use crate::chat::pairing::{Pairing, Slot, results_of};
-use crate::ir::canonical_json;
+use crate::chat::pairing::Slot;
 use crate::plan::{Action, BlockRewrite, Reason, Verdict};
 
 /// This pass's doc.
@@ -50,7 +49,6 @@ struct Last {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct DuplicateResults {
     config: ChatConfig,
-    pairing: Pairing,
     last: HashMap<String, Last>,
     /// item → (block, stub, the item holding the twin).
     #[serde(with = "crate::chat::position_map")]
@@ -74,8 +72,7 @@ impl Pass for DuplicateResults {
 
     fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, _changed: &[usize]) -> Vec<usize> {
         for i in new {
-            self.pairing.add(i, &cx.items[i]);
-            for r in results_of(&self.pairing, i, &cx.items[i]) {
+            for r in cx.results(i) {
                 if self.config.tool_protected(&r.call.name) {
                     continue;
                 }
@@ -85,9 +82,7 @@ impl Pass for DuplicateResults {
                     self.last.remove(&r.call.signature);
                     continue;
                 }
-                let hash = blake3::hash(canonical_json(&r.output.output).as_bytes())
-                    .to_hex()
-                    .to_string();
+                let hash = r.output_hash().to_owned();
                 let signature = r.call.signature.clone();
                 let first = match self.last.get(&signature) {
                     Some(last) if last.hash == hash => last.first,
@@ -97,13 +92,15 @@ impl Pass for DuplicateResults {
                 if first == r.slot || !self.config.stub_duplicate_results {
                     continue;
                 }
-                let Some(text) = &r.text else { continue };
+                if r.text.is_none() {
+                    continue;
+                }
                 let stub = format!(
                     "[ctxgc: same output as the identical call answered in {}]",
                     cx.items[first.item].id
                 );
                 let tokenizer = self.config.tokenizer;
-                if tokenizer.count(&stub) < tokenizer.count(text) {
+                if tokenizer.count(&stub) < r.tokens(tokenizer) {
                     self.stubs
                         .entry(i)
                         .or_default()

@@ -34,8 +34,7 @@ use serde::{Deserialize, Serialize};
 use super::lossy::LossyGate;
 use super::{Cx, Pass, PassDoc};
 use crate::chat::ChatConfig;
-use crate::chat::compact::fold_text;
-use crate::chat::pairing::{Pairing, results_of};
+use crate::chat::compact::fold_unless_json;
 use crate::plan::{Action, BlockRewrite, Reason, Verdict};
 
 /// This pass's doc.
@@ -49,7 +48,6 @@ pub static DOC: PassDoc = PassDoc {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct FoldText {
     config: ChatConfig,
-    pairing: Pairing,
     #[serde(with = "crate::chat::position_map")]
     rewrites: HashMap<usize, (Vec<BlockRewrite>, Vec<String>)>,
     /// When the rewrites apply (after the agent's answer; never when withheld).
@@ -79,15 +77,15 @@ impl Pass for FoldText {
         };
         for i in new {
             self.gate.observe(i, &cx.items[i]);
-            self.pairing.add(i, &cx.items[i]);
-            for r in results_of(&self.pairing, i, &cx.items[i]) {
+            for r in cx.results(i) {
                 if self.config.tool_protected(&r.call.name) || r.written_by_ctxgc() {
                     continue;
                 }
-                let Some(text) = &r.text else { continue };
+                let Some(text) = r.text else { continue };
                 let hint = self.config.recovery_hint(&cx.items[i].id);
-                let Some(f) = fold_text(
+                let Some(f) = fold_unless_json(
                     text,
+                    || r.json().is_some(),
                     folding,
                     &self.config.safety,
                     &hint,
@@ -98,7 +96,7 @@ impl Pass for FoldText {
                 // A folded text's lossless form is the text itself.
                 let tok = self.config.tokenizer;
                 self.gate
-                    .record(i, || tok.count(text).saturating_sub(tok.count(&f.text)));
+                    .record(i, || r.tokens(tok).saturating_sub(tok.count(&f.text)));
                 let entry = self.rewrites.entry(i).or_default();
                 entry.1.push(f.note);
                 entry.0.push(BlockRewrite {

@@ -13,6 +13,7 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
+use crate::chat::pairing::{ResultView, ToolIndex};
 use crate::graph::Graph;
 use crate::ir::Item;
 use crate::plan::{Reason, Verdict};
@@ -50,6 +51,16 @@ pub struct Cx<'a> {
     pub index_of: &'a HashMap<String, usize>,
     /// Sequence edges `(parent, child)` added since the last update.
     pub fresh_edges: &'a [(usize, usize)],
+    /// Chat tool calls and results, paired once for every pass (every item up to the end
+    /// of the range being compiled).
+    pub tools: &'a ToolIndex,
+}
+
+impl<'a> Cx<'a> {
+    /// The tool results in item `i`, each with its call.
+    pub fn results(&self, i: usize) -> Vec<ResultView<'a>> {
+        self.tools.results(i, &self.items[i])
+    }
 }
 
 impl Cx<'_> {

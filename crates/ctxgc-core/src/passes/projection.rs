@@ -33,7 +33,6 @@ use serde_json::Value;
 
 use super::{Cx, Pass, PassDoc};
 use crate::chat::compact::compact_json;
-use crate::chat::pairing::{Pairing, results_of};
 use crate::ir::{Kind, plain_value};
 use crate::plan::{Action, BlockRewrite, Reason, Verdict};
 use crate::projection::Projection;
@@ -90,7 +89,6 @@ pub struct ProjectionPass {
     config: ProjectionConfig,
     /// Event traces: the tool of each `tool_call` event, by call id.
     event_calls: std::collections::BTreeMap<String, String>,
-    pairing: Pairing,
     #[serde(with = "crate::chat::position_map")]
     rewrites: HashMap<usize, (Vec<BlockRewrite>, Vec<String>)>,
     /// Tokens each trimmed item's trims save.
@@ -111,7 +109,6 @@ impl ProjectionPass {
         ProjectionPass {
             config,
             event_calls: Default::default(),
-            pairing: Pairing::default(),
             rewrites: HashMap::default(),
             saved: HashMap::default(),
         }
@@ -192,11 +189,10 @@ impl Pass for ProjectionPass {
                     }
                 }
                 Kind::Message(_) => {
-                    self.pairing.add(i, item);
                     let mut claims = (Vec::new(), Vec::new());
                     let mut saved_here = 0;
-                    for r in results_of(&self.pairing, i, item) {
-                        let Some(text) = &r.text else { continue };
+                    for r in cx.results(i) {
+                        let Some(text) = r.text else { continue };
                         if let Some((text, note, saved)) =
                             self.trim(&item.id, &r.call.name, text, r.is_error())
                         {

@@ -37,8 +37,7 @@ use serde::{Deserialize, Serialize};
 use super::lossy::LossyGate;
 use super::{Cx, Pass, PassDoc};
 use crate::chat::ChatConfig;
-use crate::chat::compact::{compact_json, sample_rows};
-use crate::chat::pairing::{Pairing, results_of};
+use crate::chat::compact::{compact_parsed, sample_parsed};
 use crate::plan::{Action, BlockRewrite, Reason, Verdict};
 
 /// This pass's doc.
@@ -52,7 +51,6 @@ pub static DOC: PassDoc = PassDoc {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SampleRows {
     config: ChatConfig,
-    pairing: Pairing,
     #[serde(with = "crate::chat::position_map")]
     rewrites: HashMap<usize, (Vec<BlockRewrite>, Vec<String>)>,
     /// When the rewrites apply (after the agent's answer; never when withheld).
@@ -82,15 +80,17 @@ impl Pass for SampleRows {
         };
         for i in new {
             self.gate.observe(i, &cx.items[i]);
-            self.pairing.add(i, &cx.items[i]);
-            for r in results_of(&self.pairing, i, &cx.items[i]) {
+            for r in cx.results(i) {
                 if self.config.tool_protected(&r.call.name) || r.written_by_ctxgc() {
                     continue;
                 }
-                let Some(text) = &r.text else { continue };
+                let (Some(text), Some(value)) = (r.text, r.json()) else {
+                    continue;
+                };
                 let hint = self.config.recovery_hint(&cx.items[i].id);
-                let Some(s) = sample_rows(
+                let Some(s) = sample_parsed(
                     text,
+                    value,
                     sampling,
                     &self.config.safety,
                     &hint,
@@ -101,8 +101,8 @@ impl Pass for SampleRows {
                 // Saved against what compact-json would send in its place (lossless).
                 let tok = self.config.tokenizer;
                 self.gate.record(i, || {
-                    let lossless =
-                        compact_json(text, tok).map_or_else(|| tok.count(text), |c| c.tokens_after);
+                    let lossless = compact_parsed(text, value, || r.tokens(tok), tok)
+                        .map_or_else(|| r.tokens(tok), |c| c.tokens_after);
                     lossless.saturating_sub(tok.count(&s.text))
                 });
                 let entry = self.rewrites.entry(i).or_default();

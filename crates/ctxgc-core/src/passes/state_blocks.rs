@@ -29,7 +29,6 @@ use std::ops::Range;
 use serde::{Deserialize, Serialize};
 
 use super::{Cx, Pass, PassDoc};
-use crate::chat::pairing::Pairing;
 use crate::chat::state::strip_blocks;
 use crate::chat::{ChatConfig, message_of};
 use crate::ir::{Block, Role};
@@ -46,7 +45,6 @@ pub static DOC: PassDoc = PassDoc {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct StateBlocks {
     config: ChatConfig,
-    pairing: Pairing,
     #[serde(with = "crate::chat::position_map")]
     rewrites: HashMap<usize, (Vec<BlockRewrite>, bool)>,
 }
@@ -68,7 +66,6 @@ impl Pass for StateBlocks {
 
     fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, _changed: &[usize]) -> Vec<usize> {
         for i in new {
-            self.pairing.add(i, &cx.items[i]);
             let Some(message) = message_of(&cx.items[i]) else {
                 continue;
             };
@@ -78,8 +75,9 @@ impl Pass for StateBlocks {
                 let text = match block {
                     Block::Text { text } => text.as_str(),
                     Block::ToolResult(out) => {
-                        let protected = self
-                            .pairing
+                        let protected = cx
+                            .tools
+                            .pairing()
                             .call_of(i, b)
                             .is_some_and(|c| self.config.tool_protected(&c.name));
                         match crate::chat::output_text(out) {

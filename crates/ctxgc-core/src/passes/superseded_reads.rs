@@ -30,8 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Cx, Pass, PassDoc};
 use crate::chat::ChatConfig;
-use crate::chat::pairing::{Pairing, Slot, results_of};
-use crate::ir::canonical_json;
+use crate::chat::pairing::Slot;
 use crate::plan::{Action, BlockRewrite, Reason, Verdict};
 
 /// This pass's doc.
@@ -64,7 +63,6 @@ fn yes() -> bool {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SupersededReads {
     config: ChatConfig,
-    pairing: Pairing,
     reads: HashMap<String, Vec<Read>>,
     /// item → (block, signature, position in its list).
     #[serde(with = "crate::chat::position_map")]
@@ -88,16 +86,13 @@ impl Pass for SupersededReads {
 
     fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, _changed: &[usize]) -> Vec<usize> {
         for i in new {
-            self.pairing.add(i, &cx.items[i]);
-            for r in results_of(&self.pairing, i, &cx.items[i]) {
+            for r in cx.results(i) {
                 // A stub of an earlier compile is not a read: it neither supersedes nor is
                 // superseded (its original is in that compile's receipt).
                 if self.config.tool_protected(&r.call.name) || r.written_by_ctxgc() {
                     continue;
                 }
-                let hash = blake3::hash(canonical_json(&r.output.output).as_bytes())
-                    .to_hex()
-                    .to_string();
+                let hash = r.output_hash().to_owned();
                 let error = r.is_error();
                 let list = self.reads.entry(r.call.signature.clone()).or_default();
                 if !error {
@@ -108,11 +103,12 @@ impl Pass for SupersededReads {
                         .filter(|e| e.text && e.tokens.is_none() && e.hash != hash)
                     {
                         let slot = earlier.slot;
-                        earlier.tokens = results_of(&self.pairing, slot.item, &cx.items[slot.item])
+                        earlier.tokens = cx
+                            .results(slot.item)
                             .into_iter()
                             .find(|e| e.slot.block == slot.block)
-                            .and_then(|e| e.text)
-                            .map(|t| self.config.tokenizer.count(&t));
+                            .filter(|e| e.text.is_some())
+                            .map(|e| e.tokens(self.config.tokenizer));
                     }
                 }
                 self.member.entry(i).or_default().push((
