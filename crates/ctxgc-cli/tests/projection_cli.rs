@@ -172,6 +172,16 @@ fn learn_recallable_hides_unused_identifying_fields_and_says_so_in_its_rules() {
     // An explicit share wins over the preset's.
     let strict = learn(&["--recallable", "--max-used-share", "0"]);
     assert_eq!(strict["rules"]["max_used_share"], 0.0);
+    // measure takes the same flag, and says what a miss means under it.
+    let out = ctxgc(&with(&["measure", "--recallable"], &f));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("costs a recall"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = ctxgc(&with(&["measure"], &f));
+    assert!(!text(&out.stdout).contains("costs a recall"));
 }
 
 #[test]
