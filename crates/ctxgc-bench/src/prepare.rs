@@ -254,12 +254,18 @@ fn json_list(items: &[ctxgc_core::Item]) -> String {
 /// Sets each conversation's [`Prepared::projection`] to the projection learned from all the
 /// others of `group` (leave-one-out): usage is observed once per conversation and each one's
 /// counts are subtracted from the total, so the cost is linear in the conversations.
+///
+/// The projection is learned with the recall-backed rules
+/// ([`LearnOptions::recallable`](ctxgc_core::projection::LearnOptions::recallable)): every
+/// strategy that applies a projection also offers the recall tool, so a hidden value is one
+/// recall away, never lost.
 pub fn learn_leave_one_out(group: &mut [Prepared]) {
     use ctxgc_core::projection::counts::observe_run;
     use ctxgc_core::projection::measure::MeasureOptions;
-    use ctxgc_core::projection::{Counts, Projection, Run};
+    use ctxgc_core::projection::{Counts, LearnOptions, Projection, Run};
     let Some(first) = group.first() else { return };
     let options = MeasureOptions {
+        learn: LearnOptions::recallable(),
         tokenizer: first.options.tokenizer,
         ..MeasureOptions::default()
     };

@@ -197,3 +197,77 @@ fn long_sessions_reach_the_target_and_masking_steps_only_when_it_pays() {
         );
     }
 }
+
+/// Runs of an order tool whose output holds an identifying field no turn uses (a long
+/// tracking reference) next to the price the agent quotes.
+fn orders() -> Vec<ctxgc_core::frontend::Conversation> {
+    (0..5)
+        .map(|i| {
+            let tracking: Vec<String> = (0..8)
+                .map(|k| format!("1Z{i}{k}9AA10123456{k}{i}"))
+                .collect();
+            let output = json!({
+                "order_id": format!("A{i}7Q"),
+                "tracking_number": tracking.join(" "),
+                "price": 105 + 10 * i,
+            })
+            .to_string();
+            let answer = format!("Your order costs {} dollars.", 105 + 10 * i);
+            let call = json!({"order_id": format!("A{i}7Q")});
+            transcript(&[
+                Msg::System("You are a shop assistant."),
+                Msg::User("How much is my order?"),
+                Msg::Call("call_1", "get_order", call),
+                Msg::Result("call_1", &output),
+                Msg::Assistant(&answer),
+                Msg::User("Thanks."),
+                Msg::Assistant("You are welcome."),
+            ])
+        })
+        .collect()
+}
+
+#[test]
+fn leave_one_out_projections_are_learned_with_the_recall_backed_rules() {
+    use ctxgc_bench::prepare::{Prepared, learn_leave_one_out};
+    let mut group: Vec<Prepared> = orders()
+        .into_iter()
+        .map(|c| Prepared::new("orders".into(), c, Default::default(), None))
+        .collect();
+    learn_leave_one_out(&mut group);
+    for p in &group {
+        let projection = p
+            .projection
+            .as_ref()
+            .expect("a projection per conversation");
+        assert!(projection.rules.recallable);
+        let dropped = projection
+            .dropped("get_order")
+            .expect("get_order is trimmed");
+        // Identifying by its name, and used by no other run: hidden, since it can be recalled.
+        assert!(dropped.contains_key("tracking_number"), "{dropped:?}");
+        assert!(!dropped.contains_key("price"), "{dropped:?}");
+    }
+}
+
+#[test]
+fn projections_hide_unused_identifying_fields_when_the_recall_tool_is_offered() {
+    let report = bench_conversations(orders(), &config(&["ctxgc-recall", "ctxgc-projection"]));
+    let total = |name: &str| {
+        report
+            .totals
+            .iter()
+            .find(|s| s.strategy == name)
+            .unwrap_or_else(|| panic!("no totals for {name}"))
+            .clone()
+    };
+    let (projected, recall) = (total("ctxgc-projection"), total("ctxgc-recall"));
+    assert_eq!(projected.missed_values, 0);
+    assert_eq!(projected.recalls, 0);
+    assert!(
+        projected.tool_output_tokens_after < recall.tool_output_tokens_after,
+        "{} >= {}",
+        projected.tool_output_tokens_after,
+        recall.tool_output_tokens_after
+    );
+}

@@ -134,6 +134,57 @@ fn learn_writes_a_reviewable_projection() {
 }
 
 #[test]
+fn learn_recallable_hides_unused_identifying_fields_and_says_so_in_its_rules() {
+    let f = fixtures();
+    let fields = |p: &Value, tool: &str, list: &str| -> Vec<String> {
+        p["tools"][tool][list]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|d| d["field"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let learn = |extra: &[&str]| -> Value {
+        let mut args = vec!["learn"];
+        args.extend_from_slice(extra);
+        let out = ctxgc(&with(&args, &f));
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_str(&text(&out.stdout)).unwrap()
+    };
+    let fingerprint = "data[].payment_method_details.card.fingerprint";
+    let default = learn(&[]);
+    assert!(
+        default["rules"].get("recallable").is_none(),
+        "{}",
+        default["rules"]
+    );
+    assert!(fields(&default, "stripe_list_charges", "keep").contains(&fingerprint.to_owned()));
+    let recallable = learn(&["--recallable"]);
+    assert_eq!(recallable["rules"]["recallable"], true);
+    assert_eq!(recallable["rules"]["max_used_share"], 0.1);
+    let dropped = fields(&recallable, "stripe_list_charges", "drop");
+    assert!(dropped.contains(&fingerprint.to_owned()), "{dropped:?}");
+    // Used identifying fields stay.
+    let kept = fields(&recallable, "stripe_list_charges", "keep");
+    assert!(kept.contains(&"data[].id".to_owned()), "{kept:?}");
+    // An explicit share wins over the preset's.
+    let strict = learn(&["--recallable", "--max-used-share", "0"]);
+    assert_eq!(strict["rules"]["max_used_share"], 0.0);
+    // measure takes the same flag, and says what a miss means under it.
+    let out = ctxgc(&with(&["measure", "--recallable"], &f));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("costs a recall"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = ctxgc(&with(&["measure"], &f));
+    assert!(!text(&out.stdout).contains("costs a recall"));
+}
+
+#[test]
 fn trim_hides_dropped_fields_and_respects_edits() {
     let dir = tempfile::tempdir().unwrap();
     let path = learn_to(dir.path());

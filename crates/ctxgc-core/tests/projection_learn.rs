@@ -236,3 +236,74 @@ fn learning_is_deterministic() {
     // And the file reads back to the same projection.
     assert_eq!(Projection::from_json(&a).unwrap().to_json(), a);
 }
+
+#[test]
+fn recall_backed_rules_hide_unused_identifying_and_rarely_used_fields() {
+    let mut rs = runs(10);
+    // One run of ten quotes the creator (1 of 10 calls), one quotes a passenger's last name.
+    rs[0].push_message("It was made by the booking engine v2 (batch).", None);
+    rs[1].push_message("The booking is under the name Li1.", None);
+    let c = counts(&rs);
+    let recallable = Projection::learn(&c, &LearnOptions::recallable(), Tokenizer::default());
+    let t = &recallable.tools["get_reservation"];
+    let reason = |list: &[ctxgc_core::projection::learn::FieldDecision], field: &str| {
+        list.iter()
+            .find(|d| d.field == field)
+            .map(|d| (d.used, d.reason))
+    };
+    // Identifying fields no run used are hidden like any unused field.
+    for field in [
+        "reservation_id",
+        "passengers[].first_name",
+        "passengers[].seat_code",
+    ] {
+        assert_eq!(
+            reason(&t.drop, field),
+            Some((0, FieldReason::NeverUsed)),
+            "{field}"
+        );
+    }
+    // An identifying field some run used stays, however rarely it was used.
+    assert_eq!(
+        reason(&t.keep, "passengers[].last_name"),
+        Some((1, FieldReason::Identifying))
+    );
+    // Other fields used in at most the share of their calls are hidden.
+    assert_eq!(
+        reason(&t.drop, "created_by"),
+        Some((1, FieldReason::RarelyUsed))
+    );
+    assert_eq!(reason(&t.keep, "price"), Some((10, FieldReason::Used)));
+    // Dropped identifying fields lose their values only, like every learned decision.
+    let dropped = recallable.dropped("get_reservation").unwrap();
+    assert_eq!(dropped.get("reservation_id"), Some(&true));
+
+    // Without a recall channel nothing changes: the default rules keep all of them.
+    let default = Projection::learn(&c, &LearnOptions::default(), Tokenizer::default());
+    let t = &default.tools["get_reservation"];
+    for field in ["reservation_id", "passengers[].first_name", "created_by"] {
+        assert!(reason(&t.keep, field).is_some(), "{field} kept by default");
+    }
+    // The rules are written into the file only when they differ from the default ones, and
+    // a file learned with them reads back the same.
+    assert!(!default.to_json().contains("recallable"));
+    let json = recallable.to_json();
+    assert!(json.contains("\"recallable\": true"), "{json}");
+    assert_eq!(Projection::from_json(&json).unwrap(), recallable);
+}
+
+#[test]
+fn recall_backed_rules_still_keep_what_was_seen_too_rarely() {
+    let p = Projection::learn(
+        &counts(&runs(2)),
+        &LearnOptions::recallable(),
+        Tokenizer::default(),
+    );
+    let t = &p.tools["get_reservation"];
+    assert!(t.drop.is_empty(), "2 calls are fewer than min_calls = 3");
+    assert!(
+        t.keep
+            .iter()
+            .any(|d| d.field == "reservation_id" && d.reason == FieldReason::TooFewObservations)
+    );
+}

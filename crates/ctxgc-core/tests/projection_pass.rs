@@ -291,3 +291,45 @@ fn a_trimmed_list_is_sent_as_a_table_in_a_compile() {
     assert!(sent.contains("HAT111"), "{sent}");
     assert_eq!(decision.action, Action::Rewrite);
 }
+
+#[test]
+fn a_recall_backed_projection_trims_only_when_the_model_can_recall() {
+    let tracking: Vec<String> = (0..12).map(|k| format!("1Z{k}9AA1012345{k}78")).collect();
+    let output = json!({"order_id": "A17Q", "tracking_number": tracking.join(" "), "price": 115});
+    let chat = json!([
+        {"role": "user", "content": "How much is my order A17Q?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "get_order", "arguments": "{\"order_id\": \"A17Q\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": output.to_string()},
+        {"role": "assistant", "content": "It costs 115 dollars."},
+    ])
+    .to_string();
+    let projection = |recallable: bool| {
+        Projection::from_json(
+            &json!({
+                "ctxgc_projection": 1,
+                "rules": {"recallable": recallable, "min_saving_tokens": 0},
+                "tools": {"get_order": {"drop": [{"field": "tracking_number", "reason": "never_used"}]}},
+            })
+            .to_string(),
+        )
+        .expect("a projection")
+    };
+    let trims = |recallable: bool, recall: Option<&str>| {
+        let mut options = with_projection(&projection(recallable), recall);
+        options.chat.preset = ctxgc_core::chat::Preset::Aggressive;
+        let out = compile(&chat, &options).expect("compiles");
+        let trims = out
+            .decisions
+            .iter()
+            .filter(|d| d.reason == Some(Reason::Projection))
+            .count();
+        (trims, out.output.contains(tracking[0].as_str()))
+    };
+    // Learned on the promise of a recall: without a recall tool nothing is hidden, whatever
+    // the preset; with one, the field goes.
+    assert_eq!(trims(true, None), (0, true));
+    assert_eq!(trims(true, Some("recall")), (1, false));
+    // A projection learned with the conservative rules trims as before.
+    assert_eq!(trims(false, None), (1, false));
+}

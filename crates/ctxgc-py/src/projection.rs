@@ -53,6 +53,7 @@ fn measure_options(
             min_saving_tokens: min_saving_tokens.unwrap_or(defaults.min_saving_tokens),
             tables,
             drop_whole_text,
+            recallable: false,
         },
         usage: UsageOptions {
             discount_known_values: !count_known_values,

@@ -27,15 +27,21 @@ pub struct LearnFlags {
     /// ... over this many runs.
     #[arg(long, default_value_t = LearnOptions::default().min_runs)]
     pub min_runs: u64,
-    /// Drop fields used in at most this share of their calls (0: only never-used fields).
-    #[arg(long, default_value_t = 0.0, value_name = "SHARE")]
-    pub max_used_share: f64,
+    /// Drop fields used in at most this share of their calls (0: only never-used fields;
+    /// default 0, or 0.10 with --recallable).
+    #[arg(long, value_name = "SHARE")]
+    pub max_used_share: Option<f64>,
     /// Hide fields only when that saves at least this many tokens, footer included.
     #[arg(long, default_value_t = LearnOptions::default().min_saving_tokens)]
     pub min_saving_tokens: u64,
     /// Also drop unused identifying fields (ids, names, titles); by default they stay.
     #[arg(long)]
     pub drop_identifying: bool,
+    /// The agent can recall hidden values (compile --expand-tool, the proxy's expand tool,
+    /// the gateway's recall): also hide identifying fields no run used, and fields used in
+    /// at most 10% of their calls (unless --max-used-share says otherwise).
+    #[arg(long)]
+    pub recallable: bool,
     /// Let a whole plain-text output be hidden when it is never used.
     #[arg(long)]
     pub drop_whole_text: bool,
@@ -60,21 +66,27 @@ impl LearnFlags {
 
     /// The learner's and the detector's options.
     pub fn measure_options(&self) -> Result<MeasureOptions, Failure> {
-        if !(0.0..=1.0).contains(&self.max_used_share) {
+        let base = if self.recallable {
+            LearnOptions::recallable()
+        } else {
+            LearnOptions::default()
+        };
+        let max_used_share = self.max_used_share.unwrap_or(base.max_used_share);
+        if !(0.0..=1.0).contains(&max_used_share) {
             return Err(Failure::Usage(format!(
-                "--max-used-share must be between 0 and 1, not {}",
-                self.max_used_share
+                "--max-used-share must be between 0 and 1, not {max_used_share}"
             )));
         }
         Ok(MeasureOptions {
             learn: LearnOptions {
                 min_calls: self.min_calls,
                 min_runs: self.min_runs,
-                max_used_share: self.max_used_share,
+                max_used_share,
                 keep_identifying: !self.drop_identifying,
                 min_saving_tokens: self.min_saving_tokens,
                 tables: self.tables,
                 drop_whole_text: self.drop_whole_text,
+                recallable: self.recallable,
             },
             usage: UsageOptions {
                 discount_known_values: !self.count_known_values,

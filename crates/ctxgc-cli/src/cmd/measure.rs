@@ -79,6 +79,11 @@ pub fn run(args: MeasureArgs) -> Result<(), Failure> {
         m.overall.miss_rate_all * 100.0,
         m.overall.calls_total
     );
+    if options.learn.recallable {
+        println!(
+            "(recall-backed rules: a hidden field the agent uses costs a recall, not a loss, where the agent can recall it)"
+        );
+    }
     if args.per_tool && !m.missed_fields.is_empty() {
         println!("fields behind the misses:");
         for f in m.missed_fields.iter().take(20) {

@@ -14,7 +14,11 @@
 //! when that saves at least the projection's `min_saving_tokens` (footer included) and costs
 //! fewer tokens than the lossless compact JSON the `compact-json` pass would send. The
 //! decision depends only on the output and its tool, so it is made once, on arrival, and never
-//! changes. Outputs of `--keep-tool` tools and of the recall tool are never touched.
+//! changes. Outputs of `--keep-tool` tools and of the recall tool are never touched. A
+//! projection learned with the recall-backed rules (`ctxgc learn --recallable`: identifying
+//! fields and rarely used ones hidden, on the promise that the agent can recall them) is
+//! applied only when the model has a recall tool; without one its trims are withheld, as in
+//! the `default` preset, whatever the preset.
 //!
 //! **Example.**
 //! ```text
@@ -106,6 +110,11 @@ impl ProjectionPass {
         // trim`, the MCP proxy), not in a compile: here the trimmed value is encoded the same
         // lossless way, whatever the projection was learned with.
         config.projection.rules.tables = true;
+        // Recall-backed rules hide what only a recall gives back: with nobody to recall
+        // it, the trims are reported, never applied.
+        if config.projection.rules.recallable && config.recall_tool.is_none() {
+            config.withhold = true;
+        }
         ProjectionPass {
             config,
             event_calls: Default::default(),
