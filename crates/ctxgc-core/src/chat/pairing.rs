@@ -5,9 +5,10 @@
 //! and has no result yet. Pairing is built incrementally, item by item, and is the same for
 //! every pass and for the back-end.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::OnceLock;
 
+use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::ir::{Block, Call, Item, Kind};
@@ -157,7 +158,7 @@ impl Pairing {
 /// assert!(results[0].json().is_some());
 /// assert!(!results[0].is_error());
 /// ```
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct ToolIndex {
     pairing: Pairing,
     /// Items taken into account: `0..added`.
@@ -176,6 +177,15 @@ struct ResultFacts {
     hash: OnceLock<String>,
     error: OnceLock<bool>,
     tokens: OnceLock<(Tokenizer, usize)>,
+}
+
+/// A clone starts empty and is rebuilt from the items at its next [`ToolIndex::extend_to`]:
+/// everything in it is derived from the items, and the parsed outputs it caches can be large
+/// (a session is cloned to be saved, and the index is never saved).
+impl Clone for ToolIndex {
+    fn clone(&self) -> Self {
+        ToolIndex::default()
+    }
 }
 
 impl ToolIndex {
