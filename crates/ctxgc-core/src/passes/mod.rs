@@ -106,89 +106,78 @@ pub trait Pass {
     }
 }
 
-/// The pipeline's passes, by name, so the order is data and the state can be stored.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum AnyPass {
-    /// [`dead_branch::DeadBranches`]
-    DeadBranch(dead_branch::DeadBranches),
-    /// [`cycles::Cycles`]
-    Cycle(cycles::Cycles),
-    /// [`superseded_vars::SupersededVars`]
-    SupersededVar(superseded_vars::SupersededVars),
-    /// [`duplicate_calls::DuplicateCalls`]
-    DuplicateCall(duplicate_calls::DuplicateCalls),
-    /// [`stale_reads::StaleReads`]
-    StaleRead(stale_reads::StaleReads),
-    /// [`repeated_runs::RepeatedRuns`]
-    RepeatedRun(repeated_runs::RepeatedRuns),
-    /// [`resolved_errors::ResolvedErrors`]
-    ResolvedError(resolved_errors::ResolvedErrors),
-    /// [`replaced_notes::ReplacedNotes`]
-    ReplacedNote(replaced_notes::ReplacedNotes),
-    /// [`chat::ChatPasses`]: the chat passes, run together.
-    Chat(chat::ChatPasses),
-    /// [`superseded_facts::SupersededFacts`]
-    SupersededFact(superseded_facts::SupersededFacts),
-    /// [`replaced_register::ReplacedRegister`]
-    Register(replaced_register::ReplacedRegister),
-    /// [`superseded_reads::SupersededReads`]
-    SupersededRead(superseded_reads::SupersededReads),
-    /// [`duplicate_results::DuplicateResults`]
-    DuplicateResult(duplicate_results::DuplicateResults),
-    /// [`sample_rows::SampleRows`]
-    SampleRows(sample_rows::SampleRows),
-    /// [`fold_text::FoldText`]
-    FoldText(fold_text::FoldText),
-    /// [`compact_json::CompactJson`]
-    CompactJson(compact_json::CompactJson),
-    /// [`state_blocks::StateBlocks`]
-    StateBlock(state_blocks::StateBlocks),
-    /// [`projection::ProjectionPass`]
-    Projection(projection::ProjectionPass),
-}
+/// The one place a pass is registered: its name in a stored pipeline (the variant, in
+/// kebab-case), its module and its type. From this list come [`AnyPass`], its [`Pass`]
+/// dispatch and [`docs`]. Add a pass at the end: stored sessions are MessagePack, whose
+/// encoding of a variant may be its position.
+macro_rules! registry {
+    ($($(#[$meta:meta])* $variant:ident => $module:ident :: $ty:ident,)*) => {
+        /// The pipeline's passes, by name, so the order is data and the state can be stored.
+        #[derive(Debug, Clone, Serialize, Deserialize)]
+        #[serde(rename_all = "kebab-case")]
+        pub enum AnyPass {
+            $(
+                $(#[$meta])*
+                #[doc = concat!("[`", stringify!($module), "::", stringify!($ty), "`]")]
+                $variant($module::$ty),
+            )*
+        }
 
-macro_rules! dispatch {
-    ($self:ident, $p:ident => $e:expr) => {
-        match $self {
-            AnyPass::DeadBranch($p) => $e,
-            AnyPass::Cycle($p) => $e,
-            AnyPass::SupersededVar($p) => $e,
-            AnyPass::DuplicateCall($p) => $e,
-            AnyPass::StaleRead($p) => $e,
-            AnyPass::RepeatedRun($p) => $e,
-            AnyPass::ResolvedError($p) => $e,
-            AnyPass::ReplacedNote($p) => $e,
-            AnyPass::Chat($p) => $e,
-            AnyPass::SupersededFact($p) => $e,
-            AnyPass::Register($p) => $e,
-            AnyPass::SupersededRead($p) => $e,
-            AnyPass::DuplicateResult($p) => $e,
-            AnyPass::SampleRows($p) => $e,
-            AnyPass::FoldText($p) => $e,
-            AnyPass::CompactJson($p) => $e,
-            AnyPass::StateBlock($p) => $e,
-            AnyPass::Projection($p) => $e,
+        impl Pass for AnyPass {
+            fn doc(&self) -> &'static PassDoc {
+                match self {
+                    $(AnyPass::$variant(p) => p.doc(),)*
+                }
+            }
+            fn structural(&self) -> bool {
+                match self {
+                    $(AnyPass::$variant(p) => p.structural(),)*
+                }
+            }
+            fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, changed: &[usize]) -> Vec<usize> {
+                match self {
+                    $(AnyPass::$variant(p) => p.update(cx, new, changed),)*
+                }
+            }
+            fn verdict(&self, cx: &Cx<'_>, i: usize) -> Option<Verdict> {
+                match self {
+                    $(AnyPass::$variant(p) => p.verdict(cx, i),)*
+                }
+            }
+            fn withheld(&self, cx: &Cx<'_>, i: usize) -> usize {
+                match self {
+                    $(AnyPass::$variant(p) => p.withheld(cx, i),)*
+                }
+            }
+        }
+
+        /// Every pass's documentation, in registry order.
+        pub fn docs() -> Vec<&'static PassDoc> {
+            vec![$(&$module::DOC,)*]
         }
     };
 }
 
-impl Pass for AnyPass {
-    fn doc(&self) -> &'static PassDoc {
-        dispatch!(self, p => p.doc())
-    }
-    fn structural(&self) -> bool {
-        dispatch!(self, p => p.structural())
-    }
-    fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, changed: &[usize]) -> Vec<usize> {
-        dispatch!(self, p => p.update(cx, new, changed))
-    }
-    fn verdict(&self, cx: &Cx<'_>, i: usize) -> Option<Verdict> {
-        dispatch!(self, p => p.verdict(cx, i))
-    }
-    fn withheld(&self, cx: &Cx<'_>, i: usize) -> usize {
-        dispatch!(self, p => p.withheld(cx, i))
-    }
+registry! {
+    DeadBranch => dead_branch::DeadBranches,
+    Cycle => cycles::Cycles,
+    SupersededVar => superseded_vars::SupersededVars,
+    DuplicateCall => duplicate_calls::DuplicateCalls,
+    StaleRead => stale_reads::StaleReads,
+    RepeatedRun => repeated_runs::RepeatedRuns,
+    ResolvedError => resolved_errors::ResolvedErrors,
+    ReplacedNote => replaced_notes::ReplacedNotes,
+    /// The chat passes, run together.
+    Chat => chat::ChatPasses,
+    SupersededFact => superseded_facts::SupersededFacts,
+    Register => replaced_register::ReplacedRegister,
+    SupersededRead => superseded_reads::SupersededReads,
+    DuplicateResult => duplicate_results::DuplicateResults,
+    SampleRows => sample_rows::SampleRows,
+    FoldText => fold_text::FoldText,
+    CompactJson => compact_json::CompactJson,
+    StateBlock => state_blocks::StateBlocks,
+    Projection => projection::ProjectionPass,
 }
 
 /// The default pipeline for event traces, in order: structural passes first.
@@ -267,30 +256,6 @@ pub fn chat_preset_pipeline(preset: crate::chat::Preset) -> Vec<AnyPass> {
         &options,
         Default::default(),
     ))
-}
-
-/// Every pass's documentation, in pipeline order.
-pub fn docs() -> Vec<&'static PassDoc> {
-    vec![
-        &dead_branch::DOC,
-        &cycles::DOC,
-        &superseded_vars::DOC,
-        &duplicate_calls::DOC,
-        &stale_reads::DOC,
-        &repeated_runs::DOC,
-        &resolved_errors::DOC,
-        &replaced_notes::DOC,
-        &superseded_facts::DOC,
-        &replaced_register::DOC,
-        &superseded_reads::DOC,
-        &duplicate_results::DOC,
-        &sample_rows::DOC,
-        &fold_text::DOC,
-        &compact_json::DOC,
-        &state_blocks::DOC,
-        &projection::DOC,
-        &chat::DOC,
-    ]
 }
 
 /// The documentation of the pass that emits `reason`.
