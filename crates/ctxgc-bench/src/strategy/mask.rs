@@ -11,9 +11,10 @@
 //!
 //! `net = S × ((T − 1) × read + write) − F × (write − read) > 0` and `S ≥ min-reclaim`
 //!
-//! with `S` the tokens the masks remove, `F` the tokens from the first masked output to the end
-//! of the request (what the step makes the cache write again), and `T` the requests the step is
-//! expected to serve (`max(4, agent turns so far)`). `eager=1` masks on every request instead,
+//! with `S` the tokens the masks remove, `F` the tokens, before the step, from the first masked
+//! output to the end of what the previous request held (the cached suffix the step makes the
+//! provider write again; what arrived since is written either way), and `T` the requests the
+//! step is expected to serve (`max(4, agent turns so far)`). `eager=1` masks on every request instead,
 //! whatever it costs, for comparison.
 //!
 //! A masked output's stub names its item and the recall tool (`ctxgc_recall`), so the request
@@ -128,10 +129,19 @@ impl MaskObservations {
                 continue;
             };
             let saved: usize = candidates.iter().map(|(i, _, a)| cost[*i] - a).sum();
-            let invalidated: usize = cost[first..t].iter().sum::<usize>() - saved;
+            // What the previous request held (the items before the previous agent turn) is
+            // cached; the step makes the provider write it again from the first mask on, the
+            // removed tokens included in the price of the read it replaces. Items that arrived
+            // since are written either way.
+            let held = if j == 0 {
+                first
+            } else {
+                input.turns[j - 1].max(first)
+            };
+            let cached: usize = cost[first..held].iter().sum();
             let turns = (j as f64).max(4.0);
             let net =
-                saved as f64 * ((turns - 1.0) * read + write) - invalidated as f64 * (write - read);
+                saved as f64 * ((turns - 1.0) * read + write) - cached as f64 * (write - read);
             let take = if self.eager {
                 saved > 0
             } else {
