@@ -230,3 +230,79 @@ impl Strategy for MaskObservations {
         Ok(context)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three calls, each answered, then a closing answer: items 0 user, 1/3/5 calls, 2/4/6
+    /// results, 7 the answer; agent turns at 1, 3, 5, 7.
+    fn three_reads() -> Prepared {
+        let mut messages = vec![serde_json::json!({"role": "user", "content": "read them"})];
+        for k in 0..3 {
+            let id = format!("c{k}");
+            messages.push(serde_json::json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": id, "type": "function", "function": {"name": "read", "arguments": format!("{{\"n\": {k}}}")}}
+            ]}));
+            messages.push(serde_json::json!({"role": "tool", "tool_call_id": id, "content": format!("file {k}")}));
+        }
+        messages.push(serde_json::json!({"role": "assistant", "content": "done"}));
+        let text = serde_json::Value::Array(messages).to_string();
+        let options = ctxgc_core::Options::default();
+        let conversation = ctxgc_core::frontend::lower_conversations(&text, &options)
+            .expect("the chat lowers")
+            .remove(0);
+        Prepared::new("hand-made".into(), conversation, options, None)
+    }
+
+    fn keeping(keep: usize) -> MaskObservations {
+        MaskObservations {
+            name: format!("mask-observations:keep={keep}"),
+            keep,
+            eager: false,
+            min_reclaim: 1024,
+            model: crate::replay::CacheModel::default(),
+            schedules: Mutex::new(HashMap::new()),
+        }
+    }
+
+    #[test]
+    fn a_large_output_that_arrived_since_the_last_request_does_not_count_against_a_step() {
+        let mut input = three_reads();
+        assert_eq!(input.turns, vec![1, 3, 5, 7]);
+        // Before turn 5 the first result (item 2) is older than the last agent turn. The
+        // previous request (before turn 3) held items 0..3; item 4, a huge result, arrived
+        // since and is written to the cache whatever is decided.
+        input.tokens[2] = 5_000;
+        input.tokens[4] = 50_000;
+        let schedule = keeping(1).schedule(&input);
+        let first = schedule.steps.first().expect("a step is taken");
+        assert_eq!((first.at, first.items.as_slice()), (5, &[2][..]));
+        // The step pays: 5,000 tokens read at 0.1 on each later request and not written
+        // again on this one, against the 5,000 cached tokens from item 2 on written again.
+        // Charging the new 50,000 as a miss would have refused it.
+    }
+
+    #[test]
+    fn a_step_that_rewrites_more_cached_history_than_it_repays_is_not_taken() {
+        let mut input = three_reads();
+        // Keeping two agent turns, before turn 7 only the first result (item 2) is old
+        // enough; the previous request (before turn 5) held items 0..5.
+        input.tokens[2] = 1_500;
+        input.tokens[4] = 100;
+        let taken = keeping(2).schedule(&input);
+        assert_eq!(
+            taken
+                .steps
+                .iter()
+                .map(|s| (s.at, s.items.clone()))
+                .collect::<Vec<_>>(),
+            vec![(7, vec![2])],
+            "a small cached suffix behind it: the step pays"
+        );
+        // The same step with a large cached result behind it would make the provider write
+        // that result again, which the requests left do not repay.
+        input.tokens[4] = 20_000;
+        assert!(keeping(2).schedule(&input).steps.is_empty());
+    }
+}
