@@ -62,6 +62,16 @@ pub enum Detail {
     OutputOnly,
 }
 
+impl Detail {
+    /// The counting a report with this detail does, `asked` being what the caller asked for.
+    pub fn counting(self, asked: Counting) -> Counting {
+        match self {
+            Detail::Full => asked,
+            Detail::OutputOnly => Counting::Skip,
+        }
+    }
+}
+
 /// Whether a compile reports exact token counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Counting {
@@ -96,10 +106,7 @@ impl Counting {
 impl Options {
     /// The counting the report does: none when only the output is wanted.
     pub fn report_counting(&self) -> Counting {
-        match self.detail {
-            Detail::Full => self.counting,
-            Detail::OutputOnly => Counting::Skip,
-        }
+        self.detail.counting(self.counting)
     }
 
     /// The projection pass's configuration, when a projection is set.
@@ -361,10 +368,7 @@ pub fn report_events_with(
 ) -> Compiled {
     let plans = session.plans();
     let rendered = prompt::render_planned(session, &plans);
-    let counting = match detail {
-        Detail::Full => counting,
-        Detail::OutputOnly => Counting::Skip,
-    };
+    let counting = detail.counting(counting);
     let tokens_before = counting.count(|| tokenizer.count(&uncompacted_events(session)));
     let tokens_after = counting.count(|| tokenizer.count(&rendered.text));
     let (decisions, receipts) = match detail {

@@ -5,12 +5,14 @@
 //! and has no result yet. Pairing is built incrementally, item by item, and is the same for
 //! every pass and for the back-end.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::OnceLock;
 
 use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Serialize};
 
+use crate::chat::compact::{Compacted, compact_parsed};
 use crate::ir::{Block, Call, Item, Kind};
 use crate::tokens::Tokenizer;
 
@@ -177,6 +179,7 @@ struct ResultFacts {
     hash: OnceLock<String>,
     error: OnceLock<bool>,
     tokens: OnceLock<(Tokenizer, usize)>,
+    compacted: OnceLock<(Tokenizer, Option<Compacted>)>,
 }
 
 /// A clone starts empty and is rebuilt from the items at its next [`ToolIndex::extend_to`]:
@@ -299,6 +302,26 @@ impl<'a> ResultView<'a> {
             &(t, n) if t == tokenizer => n,
             _ => count().1,
         }
+    }
+
+    /// The lossless re-encoding the compact-json pass would send
+    /// ([`crate::chat::compact::compact_parsed`]), when the output is JSON and it saves tokens.
+    pub fn compacted(&self, tokenizer: Tokenizer) -> Option<Cow<'a, Compacted>> {
+        let compute = || {
+            let (text, value) = (self.text?, self.json()?);
+            compact_parsed(text, value, || self.tokens(tokenizer), tokenizer)
+        };
+        match self.facts.compacted.get_or_init(|| (tokenizer, compute())) {
+            (t, c) if *t == tokenizer => c.as_ref().map(Cow::Borrowed),
+            _ => compute().map(Cow::Owned),
+        }
+    }
+
+    /// Tokens of what the compact-json pass would send for this output: its lossless
+    /// re-encoding, else the text. What a lossy rewrite has to beat.
+    pub fn lossless_tokens(&self, tokenizer: Tokenizer) -> usize {
+        self.compacted(tokenizer)
+            .map_or_else(|| self.tokens(tokenizer), |c| c.tokens_after)
     }
 
     /// True when the output reports a failure: flagged by the provider, a JSON object with a

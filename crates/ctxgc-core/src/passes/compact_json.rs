@@ -26,7 +26,6 @@ use serde::{Deserialize, Serialize};
 
 use super::{Cx, Pass, PassDoc};
 use crate::chat::ChatConfig;
-use crate::chat::compact::compact_parsed;
 use crate::plan::{Action, BlockRewrite, Reason, Verdict};
 
 /// This pass's doc.
@@ -68,11 +67,7 @@ impl Pass for CompactJson {
                 if self.config.tool_protected(&r.call.name) || r.written_by_ctxgc() {
                     continue;
                 }
-                let (Some(text), Some(value)) = (r.text, r.json()) else {
-                    continue;
-                };
-                let tokenizer = self.config.tokenizer;
-                let Some(c) = compact_parsed(text, value, || r.tokens(tokenizer), tokenizer) else {
+                let Some(c) = r.compacted(self.config.tokenizer) else {
                     continue;
                 };
                 let entry = self.rewrites.entry(i).or_default();
@@ -88,7 +83,7 @@ impl Pass for CompactJson {
                 ));
                 entry.0.push(BlockRewrite {
                     block: r.slot.block,
-                    text: c.text,
+                    text: c.into_owned().text,
                 });
             }
         }

@@ -41,6 +41,7 @@ use crate::ir::{Kind, plain_value};
 use crate::plan::{Action, BlockRewrite, Reason, Verdict};
 use crate::projection::Projection;
 use crate::projection::apply::{Outcome, hidden_list};
+use crate::tokens::Tokenizer;
 
 /// This pass's doc.
 pub static DOC: PassDoc = PassDoc {
@@ -124,14 +125,15 @@ impl ProjectionPass {
     }
 
     /// Trims one output of `tool` in item `id`: the text, the note and the tokens saved
-    /// against the lossless rewrite; `None` when nothing is hidden or hiding does not beat
-    /// the lossless rewrite.
+    /// against the lossless rewrite (`lossless_tokens` counts it); `None` when nothing is
+    /// hidden or hiding does not beat the lossless rewrite.
     fn trim(
         &self,
         id: &str,
         tool: &str,
         text: &str,
         is_error: bool,
+        lossless_tokens: impl FnOnce(Tokenizer) -> usize,
     ) -> Option<(String, String, usize)> {
         if self.config.protected(tool) {
             return None;
@@ -149,7 +151,7 @@ impl ProjectionPass {
         // few short values can be longer than that once its footer is added.
         let tok = self.config.projection.tokenizer;
         let after = tok.count(&trimmed.text);
-        let lossless = compact_json(text, tok).map_or_else(|| tok.count(text), |c| c.tokens_after);
+        let lossless = lossless_tokens(tok);
         (after < lossless).then(|| {
             let saved = lossless - after;
             let note = format!(
@@ -189,8 +191,12 @@ impl Pass for ProjectionPass {
                         continue;
                     };
                     let text = output_text(&out.output);
+                    let lossless = |tok: Tokenizer| {
+                        compact_json(&text, tok)
+                            .map_or_else(|| tok.count(&text), |c| c.tokens_after)
+                    };
                     if let Some((text, note, saved)) =
-                        self.trim(&item.id, tool, &text, out.is_error)
+                        self.trim(&item.id, tool, &text, out.is_error, lossless)
                     {
                         self.rewrites
                             .insert(i, (vec![BlockRewrite { block: 0, text }], vec![note]));
@@ -203,7 +209,9 @@ impl Pass for ProjectionPass {
                     for r in cx.results(i) {
                         let Some(text) = r.text else { continue };
                         if let Some((text, note, saved)) =
-                            self.trim(&item.id, &r.call.name, text, r.is_error())
+                            self.trim(&item.id, &r.call.name, text, r.is_error(), |tok| {
+                                r.lossless_tokens(tok)
+                            })
                         {
                             claims.0.push(BlockRewrite {
                                 block: r.slot.block,

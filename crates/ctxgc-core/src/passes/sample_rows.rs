@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use super::lossy::LossyGate;
 use super::{Cx, Pass, PassDoc};
 use crate::chat::ChatConfig;
-use crate::chat::compact::{compact_parsed, sample_parsed};
+use crate::chat::compact::sample_parsed;
 use crate::plan::{Action, BlockRewrite, Reason, Verdict};
 
 /// This pass's doc.
@@ -101,9 +101,7 @@ impl Pass for SampleRows {
                 // Saved against what compact-json would send in its place (lossless).
                 let tok = self.config.tokenizer;
                 self.gate.record(i, || {
-                    let lossless = compact_parsed(text, value, || r.tokens(tok), tok)
-                        .map_or_else(|| r.tokens(tok), |c| c.tokens_after);
-                    lossless.saturating_sub(tok.count(&s.text))
+                    r.lossless_tokens(tok).saturating_sub(tok.count(&s.text))
                 });
                 let entry = self.rewrites.entry(i).or_default();
                 entry.1.push(s.note);
