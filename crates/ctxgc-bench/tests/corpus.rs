@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::corpus_dir;
+use common::{corpus_dir, totals};
 use ctxgc_bench::run::{BenchConfig, InputFile, run};
 
 /// Conversations per file: enough to meet every format quirk, few enough for a debug build.
@@ -77,13 +77,7 @@ fn every_strategy_runs_on_every_corpus_file() {
             }
         }
     }
-    let total = |name: &str| {
-        report
-            .totals
-            .iter()
-            .find(|s| s.strategy == name)
-            .unwrap_or_else(|| panic!("no totals for {name}"))
-    };
+    let total = |name: &str| totals(&report, name);
     // Truncation is sized to ctxgc's output, so it is never larger over the corpus.
     assert!(total("truncate-tokens").tokens_after <= total("ctxgc").tokens_after);
     // The corpus has tool use and agent turns that reuse earlier values.

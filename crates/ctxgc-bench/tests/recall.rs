@@ -6,7 +6,9 @@
 
 mod common;
 
-use common::{DropItems, Msg, bench_conversations, config, corpus_dir, metrics, transcript};
+use common::{
+    DropItems, Msg, bench_conversations, config, corpus_dir, metrics, totals, transcript,
+};
 use ctxgc_bench::context::Context;
 use ctxgc_bench::run::{BenchConfig, InputFile, run};
 use ctxgc_bench::strategy::{Prefix, Strategy, StrategyError};
@@ -111,14 +113,7 @@ fn projections_learned_leave_one_out_remove_more_tool_output_with_nothing_lost()
         ..config(&["full", "ctxgc", "ctxgc-recall", "ctxgc-projection"])
     };
     let report = run(&[input], &config, &mut |_| {});
-    let total = |name: &str| {
-        report
-            .totals
-            .iter()
-            .find(|s| s.strategy == name)
-            .unwrap_or_else(|| panic!("no totals for {name}"))
-            .clone()
-    };
+    let total = |name: &str| totals(&report, name).clone();
     for name in ["ctxgc", "ctxgc-recall", "ctxgc-projection"] {
         assert_eq!(total(name).missed_values, 0, "{name} lost a used value");
         assert_eq!(total(name).errors, 0, "{name}");
@@ -253,14 +248,7 @@ fn leave_one_out_projections_are_learned_with_the_recall_backed_rules() {
 #[test]
 fn projections_hide_unused_identifying_fields_when_the_recall_tool_is_offered() {
     let report = bench_conversations(orders(), &config(&["ctxgc-recall", "ctxgc-projection"]));
-    let total = |name: &str| {
-        report
-            .totals
-            .iter()
-            .find(|s| s.strategy == name)
-            .unwrap_or_else(|| panic!("no totals for {name}"))
-            .clone()
-    };
+    let total = |name: &str| totals(&report, name).clone();
     let (projected, recall) = (total("ctxgc-projection"), total("ctxgc-recall"));
     assert_eq!(projected.missed_values, 0);
     assert_eq!(projected.recalls, 0);

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 
 use ctxgc_bench::context::{Context, Segment, SegmentKind};
 use ctxgc_bench::prepare::Prepared;
+use ctxgc_bench::report::Summary;
 use ctxgc_bench::run::{BenchConfig, InputFile, run, run_prepared};
 use ctxgc_bench::strategy::{Prefix, Strategy, StrategyError};
 use ctxgc_bench::{BenchReport, parse_spec};
@@ -209,4 +210,13 @@ impl Strategy for DropItems {
             recall_offered: self.stub,
         })
     }
+}
+
+/// The totals of `strategy` over every conversation of a report.
+pub fn totals<'a>(report: &'a BenchReport, strategy: &str) -> &'a Summary {
+    report
+        .totals
+        .iter()
+        .find(|s| s.strategy == strategy)
+        .unwrap_or_else(|| panic!("no totals for {strategy}"))
 }
