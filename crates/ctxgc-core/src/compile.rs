@@ -383,7 +383,7 @@ pub fn report_events_with(
         format: Format::Events,
         tokens_before,
         tokens_after,
-        would_save_tokens: session.would_save_tokens(),
+        would_save_tokens: session.would_save_tokens_of(&plans),
         output: rendered.text,
         tokenizer: tokenizer.name(),
         decisions,

@@ -559,9 +559,17 @@ impl Session {
     /// Tokens that withheld lossy rewrites (no recall tool) would have saved, over the items
     /// still sent: see [`crate::passes::lossy`].
     pub fn would_save_tokens(&self) -> usize {
-        (0..self.items.len())
-            .filter(|&i| self.plan_of(i).action() != Action::Retire)
-            .map(|i| self.withheld_of(i))
+        self.would_save_tokens_of(&self.plans())
+    }
+
+    /// [`Session::would_save_tokens`] from the plans [`Session::plans`] gave, for a caller
+    /// that has them already (deciding every item's plan again costs as much as the first time).
+    pub fn would_save_tokens_of(&self, plans: &[ItemPlan]) -> usize {
+        plans
+            .iter()
+            .enumerate()
+            .filter(|(_, plan)| plan.action() != Action::Retire)
+            .map(|(i, _)| self.withheld_of(i))
             .sum()
     }
 

@@ -7,6 +7,7 @@
 
 mod bpe;
 pub mod count_cache;
+mod piece_cache;
 mod pretokenize;
 mod vocab;
 mod vocab_hash;
@@ -104,13 +105,16 @@ impl Tokenizer {
     /// ```
     pub fn count_uncached(self, text: &str) -> usize {
         let (vocab, pattern) = self.tables();
-        pattern
-            .split(text)
-            .map(|piece| match vocab.rank(piece.as_bytes()) {
-                Some(_) => 1,
-                None => bpe::count(vocab, piece.as_bytes()),
-            })
-            .sum()
+        let count_piece = |piece: &str| match vocab.rank(piece.as_bytes()) {
+            Some(_) => 1,
+            None => bpe::count(vocab, piece.as_bytes()),
+        };
+        piece_cache::with(self, |cache| {
+            pattern
+                .split(text)
+                .map(|piece| cache.get_or_count(piece.as_bytes(), || count_piece(piece)))
+                .sum()
+        })
     }
 }
 
