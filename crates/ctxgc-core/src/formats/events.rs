@@ -10,7 +10,7 @@
 use serde_json::{Map, Value};
 
 use crate::error::{Diagnostic, Error};
-use crate::frontend::{Layout, RawItem, detect, split_items};
+use crate::frontend::{Layout, RawItem, detect, detect_and_split};
 use crate::ir::{
     Call, Format, Item, Kind, NoteKind, RetainUntil, Retention, Run, RunKind, ToolOutput,
     canonical_json,
@@ -44,17 +44,14 @@ const COMMON: [&str; 7] = [
 /// assert!(err.to_string().contains(r#"field "path""#));
 /// ```
 pub fn lower_events(text: &str, options: &EventOptions) -> Result<Vec<Item>, Error> {
-    let detected = detect(text)?;
-    let layout = match (detected.format, detected.layout) {
-        (Format::Events, layout) => layout,
-        (other, _) => {
-            return Err(Error::UnknownFormat(format!(
-                "expected structured events, found {}",
-                other.name()
-            )));
-        }
-    };
-    lower_raw_events(&split_items(text, layout)?, options)
+    let (detected, raw) = detect_and_split(text)?;
+    if detected.format != Format::Events {
+        return Err(Error::UnknownFormat(format!(
+            "expected structured events, found {}",
+            detected.format.name()
+        )));
+    }
+    lower_raw_events(&raw, options)
 }
 
 /// Lowers events already split into their exact bytes.

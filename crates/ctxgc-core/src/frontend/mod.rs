@@ -225,6 +225,49 @@ fn classify_item(item: &Value) -> Result<Format, Error> {
         })
 }
 
+/// [`detect`] followed by [`split_items`], reading a JSON array document once instead of
+/// three times (validate, read its first item, split): the array is validated and split in one
+/// pass, and only its first item is parsed to tell the format. Other layouts (an object, JSONL)
+/// take the two steps as they are. Results and errors are those of the two steps.
+///
+/// ```
+/// use ctxgc_core::{Format, frontend::detect_and_split};
+/// let (d, items) = detect_and_split(r#"[{"id": "e1", "type": "decision", "timestamp": 1, "content": "go"}]"#).unwrap();
+/// assert_eq!(d.format, Format::Events);
+/// assert_eq!(items.len(), 1);
+/// ```
+pub fn detect_and_split(text: &str) -> Result<(Detected, Vec<RawItem<'_>>), Error> {
+    let trimmed = text.trim_start_matches('\u{feff}').trim();
+    if trimmed.starts_with('[')
+        && let Ok(items) = serde_json::from_str::<Vec<&RawValue>>(trimmed)
+    {
+        let format = match items.first() {
+            None => Format::Events,
+            Some(first) => {
+                let first: Value =
+                    serde_json::from_str(first.get()).map_err(|e| Error::json("input", &e))?;
+                classify_item(&first)?
+            }
+        };
+        let detected = Detected {
+            format,
+            layout: Layout::Array,
+            records: false,
+        };
+        let items = items
+            .into_iter()
+            .map(|r| RawItem {
+                text: r.get(),
+                line: 0,
+            })
+            .collect();
+        return Ok((detected, items));
+    }
+    // Not an array, or not a valid one: `detect` tells a broken document from JSONL.
+    let detected = detect(text)?;
+    Ok((detected, split_items(text, detected.layout)?))
+}
+
 /// One item's exact bytes and where it came from.
 #[derive(Debug, Clone, Copy)]
 pub struct RawItem<'a> {
@@ -314,4 +357,54 @@ pub fn lower_conversations(
             raw: lowered.raw.into_owned(),
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `detect_and_split` gives what `detect` then `split_items` give, errors included.
+    fn two_steps(text: &str) -> Result<(Detected, Vec<(String, usize)>), String> {
+        let detected = detect(text).map_err(|e| e.to_string())?;
+        let items = split_items(text, detected.layout).map_err(|e| e.to_string())?;
+        Ok((
+            detected,
+            items.iter().map(|r| (r.text.to_owned(), r.line)).collect(),
+        ))
+    }
+
+    fn one_step(text: &str) -> Result<(Detected, Vec<(String, usize)>), String> {
+        let (detected, items) = detect_and_split(text).map_err(|e| e.to_string())?;
+        Ok((
+            detected,
+            items.iter().map(|r| (r.text.to_owned(), r.line)).collect(),
+        ))
+    }
+
+    #[test]
+    fn detect_and_split_equals_detect_then_split_on_every_shape() {
+        let event = r#"{"id":"e1","type":"set_var","timestamp":1,"key":"x","value":1}"#;
+        let inputs = [
+            format!("[{event}, {event}]"),
+            format!("\u{feff}\n  [ {event} ]  \n"),
+            "[]".to_owned(),
+            " [ ] ".to_owned(),
+            r#"[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]"#.to_owned(),
+            format!("{{\"events\": [{event}]}}"),
+            format!("{event}\n{event}\n"),
+            "[1, 2]\n[3]\n".to_owned(),
+            format!("[{event},\n{{\"id\":\"e2\""),
+            format!("[{event}] trailing"),
+            "[5]".to_owned(),
+            "[{\"neither\": 1}]".to_owned(),
+            "".to_owned(),
+            "   ".to_owned(),
+        ];
+        for input in &inputs {
+            assert_eq!(one_step(input), two_steps(input), "input {input:?}");
+        }
+        // The comparison is not vacuous: the shapes above include both results and errors.
+        assert!(inputs.iter().any(|i| one_step(i).is_ok()));
+        assert!(inputs.iter().any(|i| one_step(i).is_err()));
+    }
 }
