@@ -254,14 +254,7 @@ pub fn detect_and_split(text: &str) -> Result<(Detected, Vec<RawItem<'_>>), Erro
             layout: Layout::Array,
             records: false,
         };
-        let items = items
-            .into_iter()
-            .map(|r| RawItem {
-                text: r.get(),
-                line: 0,
-            })
-            .collect();
-        return Ok((detected, items));
+        return Ok((detected, document_items(items)));
     }
     // Not an array, or not a valid one: `detect` tells a broken document from JSONL.
     let detected = detect(text)?;
@@ -284,13 +277,7 @@ pub fn split_items(text: &str, layout: Layout) -> Result<Vec<RawItem<'_>>, Error
         Layout::Array => {
             let items: Vec<&RawValue> =
                 serde_json::from_str(text).map_err(|e| Error::json("input", &e))?;
-            Ok(items
-                .into_iter()
-                .map(|r| RawItem {
-                    text: r.get(),
-                    line: 0,
-                })
-                .collect())
+            Ok(document_items(items))
         }
         Layout::Wrapped(key) => {
             let raw: std::collections::BTreeMap<String, &RawValue> =
@@ -300,13 +287,7 @@ pub fn split_items(text: &str, layout: Layout) -> Result<Vec<RawItem<'_>>, Error
             })?;
             let items: Vec<&RawValue> = serde_json::from_str(inner.get())
                 .map_err(|e| Error::json(format!("`{key}`"), &e))?;
-            Ok(items
-                .into_iter()
-                .map(|r| RawItem {
-                    text: r.get(),
-                    line: 0,
-                })
-                .collect())
+            Ok(document_items(items))
         }
         Layout::Lines => {
             let mut out = Vec::new();
@@ -325,6 +306,17 @@ pub fn split_items(text: &str, layout: Layout) -> Result<Vec<RawItem<'_>>, Error
             Ok(out)
         }
     }
+}
+
+/// The items of a JSON document's array, as slices of the input.
+fn document_items(items: Vec<&RawValue>) -> Vec<RawItem<'_>> {
+    items
+        .into_iter()
+        .map(|r| RawItem {
+            text: r.get(),
+            line: 0,
+        })
+        .collect()
 }
 
 /// One conversation (or trace) of an input: a file may hold many (corpus records, one per line).
