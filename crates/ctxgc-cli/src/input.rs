@@ -168,6 +168,9 @@ pub fn read_input(path: Option<&PathBuf>) -> Result<String, Failure> {
             std::io::stdin().read_to_end(&mut bytes)?;
         }
     }
-    let text = ctxgc_core::error::decode_utf8(&bytes)?;
-    Ok(text.to_owned())
+    // The bytes become the string in place: a large trace is not copied a second time.
+    String::from_utf8(bytes).map_err(|e| match ctxgc_core::error::decode_utf8(e.as_bytes()) {
+        Err(located) => Failure::from(located),
+        Ok(_) => Failure::Input(format!("invalid UTF-8: {e}")),
+    })
 }

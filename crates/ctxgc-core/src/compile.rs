@@ -4,9 +4,9 @@ use serde::Serialize;
 
 use crate::chat::compile::{RecordCompiled, record_item_id};
 use crate::error::{Diagnostic, Error};
-use crate::formats::events::{EventOptions, lower_events};
+use crate::formats::events::{EventOptions, lower_events, lower_raw_events};
 use crate::formats::{Lowered, WireFormat};
-use crate::frontend::detect;
+use crate::frontend::{detect, detect_and_split};
 use crate::ir::{Format, Item};
 use crate::passes::AnyPass;
 use crate::plan::{Action, Decision, Reason};
@@ -235,7 +235,28 @@ pub fn input_format(text: &str, options: &Options) -> Result<Format, Error> {
 /// assert_eq!(out.receipts[0].id, "e1");
 /// ```
 pub fn compile(text: &str, options: &Options) -> Result<Compiled, Error> {
-    compile_with(input_format(text, options)?.wire(), text, options)
+    let wire = match options.from {
+        Some(forced) => forced.wire(),
+        None if text
+            .trim_start_matches('\u{feff}')
+            .trim_start()
+            .starts_with('[') =>
+        {
+            // An array is detected and split in one read; an event trace is then lowered from
+            // that split instead of being read again by its front-end (what `compile_with`
+            // would do), which for a large trace is a tenth of the compile.
+            let (detected, raw) = detect_and_split(text)?;
+            if detected.format != Format::Events {
+                detected.format.wire()
+            } else {
+                let items = lower_raw_events(&raw, &options.events)?;
+                let mut lowered = Lowered::bare(Format::Events, text, items);
+                return compile_lowered(&mut lowered, options).map(|(compiled, _)| compiled);
+            }
+        }
+        None => detect(text)?.format.wire(),
+    };
+    compile_with(wire, text, options)
 }
 
 /// Compiles `text` as `wire` lowers it, without detecting its format: each conversation is

@@ -177,7 +177,13 @@ impl Session {
             }
             return Err(Error::Invalid(problems));
         }
-        self.items.extend(items);
+        if self.items.is_empty() {
+            // The first batch is taken as it is: copying a large trace's items into a fresh
+            // vector costs as much as lowering them.
+            self.items = items;
+        } else {
+            self.items.extend(items);
+        }
         let end = self.items.len();
         self.graph.grow(end);
         // In cache-stable mode an item is linked into the graph and the retention clock when it

@@ -431,3 +431,67 @@ fn a_session_survives_a_serde_round_trip_and_resumes() {
         assert_eq!(resumed.decisions(), whole.decisions(), "{name}");
     }
 }
+
+/// A trace of `n` events, about 100 bytes each: large enough for [`lower_events`] to spread
+/// it over every core.
+fn large_trace(n: usize) -> Vec<Value> {
+    (0..n)
+        .map(|i| match i % 3 {
+            0 => json!({"id": format!("c{i}"), "type": "tool_call", "timestamp": i, "tool_name": "search", "arguments": {"q": format!("query {}", i % 50)}}),
+            1 => json!({"id": format!("r{i}"), "type": "tool_result", "timestamp": i, "call_id": format!("c{}", i - 1), "result": {"hits": i % 7, "top": "a result line"}}),
+            _ => json!({"id": format!("v{i}"), "type": "set_var", "timestamp": i, "key": format!("k{}", i % 10), "value": i}),
+        })
+        .collect()
+}
+
+#[test]
+fn a_large_trace_lowers_in_trace_order() {
+    let events = large_trace(30_000);
+    let text = jsonl(&events);
+    assert!(
+        text.len() > 2 << 20,
+        "the trace must be large: {} bytes",
+        text.len()
+    );
+    let items = lower_events(&text, &EventOptions::default()).unwrap();
+    assert_eq!(items.len(), events.len());
+    // Each item equals the same event lowered on its own, wherever the trace was cut.
+    for (i, event) in events
+        .iter()
+        .enumerate()
+        .step_by(997)
+        .chain([(29_999, &events[29_999])])
+    {
+        let alone = lower_events(&event.to_string(), &EventOptions::default()).unwrap();
+        assert_eq!(items[i], alone[0], "event {i}");
+    }
+}
+
+#[test]
+fn problems_of_a_large_trace_come_in_trace_order() {
+    let mut events = large_trace(30_000);
+    // Broken events at the start, the middle and the end: each thread finds some.
+    for i in [0, 1, 14_999, 15_000, 29_999] {
+        events[i].as_object_mut().unwrap().remove("timestamp");
+    }
+    events[20_001]["tool_name"] = json!(7);
+    let text = jsonl(&events);
+    let Err(Error::Invalid(problems)) = lower_events(&text, &EventOptions::default()) else {
+        panic!("must be invalid");
+    };
+    let found: Vec<(usize, Option<&str>)> = problems
+        .iter()
+        .map(|p| (p.index, p.field.as_deref()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (0, Some("timestamp")),
+            (1, Some("timestamp")),
+            (14_999, Some("timestamp")),
+            (15_000, Some("timestamp")),
+            (20_001, Some("tool_name")),
+            (29_999, Some("timestamp")),
+        ]
+    );
+}

@@ -54,34 +54,44 @@ pub fn lower_events(text: &str, options: &EventOptions) -> Result<Vec<Item>, Err
     lower_raw_events(&raw, options)
 }
 
-/// Lowers events already split into their exact bytes.
+/// Lowers events already split into their exact bytes. A large trace is lowered on every
+/// core ([`crate::parallel`]); items and problems come out in trace order either way.
 pub fn lower_raw_events(raw: &[RawItem<'_>], options: &EventOptions) -> Result<Vec<Item>, Error> {
-    let mut items = Vec::with_capacity(raw.len());
-    let mut problems = Vec::new();
-    for (index, raw) in raw.iter().enumerate() {
-        match crate::unique_keys::parse_unique(raw.text) {
-            Ok((value, repeated)) => match repeated {
-                Some(d) => {
-                    let id = value.get("id").and_then(Value::as_str).map(str::to_owned);
-                    problems.push(crate::chat::lowering::duplicate_key_problem(index, id, &d));
-                }
-                None => match lower_event(index, raw.text, value, options) {
-                    Ok(item) => items.push(item),
-                    Err(mut p) => problems.append(&mut p),
-                },
-            },
-            Err(e) => problems.push(Diagnostic::new(
-                index,
-                None,
-                None,
-                format!("malformed JSON: {e}"),
-            )),
-        }
+    let bytes = raw.iter().map(|r| r.text.len()).sum();
+    let lowered = crate::parallel::map_in_order(raw, bytes, |index, raw| {
+        lower_raw_event(index, raw.text, options)
+    });
+    if lowered.iter().all(Result::is_ok) {
+        return Ok(lowered.into_iter().filter_map(Result::ok).collect());
     }
-    if problems.is_empty() {
-        Ok(items)
-    } else {
-        Err(Error::Invalid(problems))
+    let problems = lowered
+        .into_iter()
+        .filter_map(Result::err)
+        .flatten()
+        .collect();
+    Err(Error::Invalid(problems))
+}
+
+/// Parses and lowers the event at `index`, or lists everything wrong with it.
+fn lower_raw_event(
+    index: usize,
+    text: &str,
+    options: &EventOptions,
+) -> Result<Item, Vec<Diagnostic>> {
+    match crate::unique_keys::parse_unique(text) {
+        Ok((value, Some(repeated))) => {
+            let id = value.get("id").and_then(Value::as_str).map(str::to_owned);
+            Err(vec![crate::chat::lowering::duplicate_key_problem(
+                index, id, &repeated,
+            )])
+        }
+        Ok((value, None)) => lower_event(index, text, value, options),
+        Err(e) => Err(vec![Diagnostic::new(
+            index,
+            None,
+            None,
+            format!("malformed JSON: {e}"),
+        )]),
     }
 }
 
