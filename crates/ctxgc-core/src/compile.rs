@@ -6,7 +6,7 @@ use crate::chat::compile::{RecordCompiled, record_item_id};
 use crate::error::{Diagnostic, Error};
 use crate::formats::events::{EventOptions, lower_events, lower_raw_events};
 use crate::formats::{Lowered, WireFormat};
-use crate::frontend::{detect, detect_and_split};
+use crate::frontend::{detect, detect_and_split, detect_and_split_unchecked};
 use crate::ir::{Format, Item};
 use crate::passes::AnyPass;
 use crate::plan::{Action, Decision, Reason};
@@ -245,13 +245,14 @@ pub fn compile(text: &str, options: &Options) -> Result<Compiled, Error> {
             // An array is detected and split in one read; an event trace is then lowered from
             // that split instead of being read again by its front-end (what `compile_with`
             // would do), which for a large trace is a tenth of the compile.
-            let (detected, raw) = detect_and_split(text)?;
+            let (detected, raw, validated) = detect_and_split_unchecked(text)?;
             if detected.format != Format::Events {
                 detected.format.wire()
             } else {
-                let items = lower_raw_events(&raw, &options.events)?;
+                let items = lower_raw_events(&raw, &options.events)
+                    .map_err(|e| broken_document_first(text, validated, e))?;
                 let mut lowered = Lowered::bare(Format::Events, text, items);
-                return compile_lowered(&mut lowered, options).map(|(compiled, _)| compiled);
+                return compile_lowered(&mut lowered, options).map(release_session);
             }
         }
         None => detect(text)?.format.wire(),
@@ -282,7 +283,7 @@ pub fn compile_with(
             .into_iter()
             .next()
             .ok_or_else(no_conversation)?;
-        return compile_lowered(&mut only, options).map(|(compiled, _)| compiled);
+        return compile_lowered(&mut only, options).map(release_session);
     }
     let mut records = Vec::new();
     for mut lowered in conversations {
@@ -291,6 +292,34 @@ pub fn compile_with(
         records.push(RecordCompiled { id, line, compiled });
     }
     Ok(gather(records, options))
+}
+
+/// The error for an event array whose items did not all lower: when the array was split
+/// without being validated, a document that is not valid JSON is reported as such, as a
+/// validating read would have reported it before lowering anything.
+pub(crate) fn broken_document_first(text: &str, validated: bool, lowering: Error) -> Error {
+    if validated {
+        return lowering;
+    }
+    match detect_and_split(text) {
+        Err(document) => document,
+        Ok(_) => lowering,
+    }
+}
+
+/// Sessions of at least this many items are freed on a background thread.
+const BACKGROUND_FREE_ITEMS: usize = 10_000;
+
+/// The report of a compile whose session is no longer needed. Freeing a large session item by
+/// item costs about a tenth of compiling it, and the caller has nothing to wait for: it is
+/// freed on a thread of its own (here, if that thread cannot be started).
+fn release_session((compiled, session): (Compiled, Session)) -> Compiled {
+    if session.items().len() >= BACKGROUND_FREE_ITEMS {
+        let _ = std::thread::Builder::new()
+            .name("ctxgc-free".into())
+            .spawn(move || drop(session));
+    }
+    compiled
 }
 
 fn no_conversation() -> Error {

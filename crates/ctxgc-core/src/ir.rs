@@ -55,7 +55,8 @@ pub struct Item {
     pub retention: Retention,
     /// Fields of the source item outside its schema, kept so rendering drops nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub extra: Option<Value>,
+    /// Boxed: few items have any, and every item of a large trace pays for the field.
+    pub extra: Option<Box<Value>>,
 }
 
 /// Retention metadata of an item (`importance`, `tags`, `retain_until`).
@@ -362,18 +363,9 @@ pub fn canonical_json(value: &Value) -> String {
 fn write_canonical(value: &Value, out: &mut String) {
     match value {
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_canonical(&map[key], out);
-            }
-            out.push('}');
+            let mut entries: Vec<(&str, &Value)> =
+                map.iter().map(|(k, v)| (k.as_str(), v)).collect();
+            write_canonical_entries(&mut entries, out);
         }
         Value::Array(items) => {
             out.push('[');
@@ -387,6 +379,36 @@ fn write_canonical(value: &Value, out: &mut String) {
         }
         other => out.push_str(&other.to_string()),
     }
+}
+
+/// Writes the object of `entries` as [`canonical_json`] writes an object (it sorts them by
+/// key; keys are distinct), for a caller holding an object's members rather than a map.
+///
+/// ```
+/// use serde_json::json;
+/// let (b, a) = (json!([1]), json!({"y": 1, "x": 2}));
+/// let mut out = String::new();
+/// ctxgc_core::ir::write_canonical_entries(&mut [("b", &b), ("a", &a)], &mut out);
+/// assert_eq!(out, r#"{"a":{"x":2,"y":1},"b":[1]}"#);
+/// ```
+pub fn write_canonical_entries(entries: &mut [(&str, &Value)], out: &mut String) {
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    out.push('{');
+    for (i, (key, value)) in entries.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_json_string(key, out);
+        out.push(':');
+        write_canonical(value, out);
+    }
+    out.push('}');
+}
+
+/// Appends `text` as a JSON string literal, escaped as serde_json escapes it.
+fn write_json_string(text: &str, out: &mut String) {
+    // Serialising a string cannot fail.
+    out.push_str(&serde_json::to_string(text).unwrap_or_default());
 }
 
 /// A value as people read it: strings without quotes, anything else as compact JSON.

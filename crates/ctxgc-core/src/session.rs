@@ -49,12 +49,14 @@ mod cache;
 pub use cache::{CacheModel, CompactionStep, DecisionEpoch};
 
 /// The final decision on one item: the verdict in force, and any verdict retention overruled.
+/// Verdicts are boxed: most items have none, and a plan is taken for every item of a session
+/// (16 bytes a plan instead of 160).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ItemPlan {
     /// The verdict in force (`None`: keep).
-    pub verdict: Option<Verdict>,
+    pub verdict: Option<Box<Verdict>>,
     /// A verdict that retention metadata overruled (the item is kept).
-    pub protected_from: Option<Verdict>,
+    pub protected_from: Option<Box<Verdict>>,
 }
 
 impl ItemPlan {
@@ -481,7 +483,11 @@ impl Session {
     /// The plan for item `i` with everything decided now, ignoring cache stability.
     pub fn eager_plan_of(&self, i: usize) -> ItemPlan {
         let cx = self.cx();
-        let claim = self.passes.iter().find_map(|p| p.verdict(&cx, i));
+        let claim = self
+            .passes
+            .iter()
+            .find_map(|p| p.verdict(&cx, i))
+            .map(Box::new);
         if self.is_protected(i) {
             ItemPlan {
                 verdict: None,

@@ -249,169 +249,95 @@ pub trait Store {
     fn savings(&mut self, context_id: Option<&str>) -> Result<Vec<SavingsRecord>, StoreError>;
 }
 
-impl<S: Store + ?Sized> Store for &mut S {
-    fn backend(&self) -> &'static str {
-        (**self).backend()
-    }
-    fn append(
-        &mut self,
-        context_id: &str,
-        format: Format,
-        expected_seq: u64,
-        items: &[Item],
-    ) -> Result<u64, StoreError> {
-        (**self).append(context_id, format, expected_seq, items)
-    }
-    fn info(&mut self, context_id: &str) -> Result<Option<SessionInfo>, StoreError> {
-        (**self).info(context_id)
-    }
-    fn items(&mut self, context_id: &str, from: u64) -> Result<Vec<Item>, StoreError> {
-        (**self).items(context_id, from)
-    }
-    fn sessions(&mut self) -> Result<Vec<SessionInfo>, StoreError> {
-        (**self).sessions()
-    }
-    fn save_snapshot(
-        &mut self,
-        context_id: &str,
-        fingerprint: &str,
-        snapshot: &Snapshot,
-    ) -> Result<(), StoreError> {
-        (**self).save_snapshot(context_id, fingerprint, snapshot)
-    }
-    fn load_snapshot(
-        &mut self,
-        context_id: &str,
-        fingerprint: &str,
-    ) -> Result<Option<Snapshot>, StoreError> {
-        (**self).load_snapshot(context_id, fingerprint)
-    }
-    fn put_receipt(
-        &mut self,
-        context_id: &str,
-        id: &str,
-        original: &[u8],
-    ) -> Result<String, StoreError> {
-        (**self).put_receipt(context_id, id, original)
-    }
-    fn receipt(&mut self, context_id: &str, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        (**self).receipt(context_id, id)
-    }
-    fn receipt_by_hash(
-        &mut self,
-        context_id: &str,
-        hash: &str,
-    ) -> Result<Option<Vec<u8>>, StoreError> {
-        (**self).receipt_by_hash(context_id, hash)
-    }
-    fn put_state(&mut self, scope: &str, key: &str, value: &[u8]) -> Result<(), StoreError> {
-        (**self).put_state(scope, key, value)
-    }
-    fn state(&mut self, scope: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        (**self).state(scope, key)
-    }
-    fn chat_append(
-        &mut self,
-        context_id: &str,
-        format: Format,
-        expected_len: u64,
-        envelope: Option<&ChatEnvelope>,
-        messages: &[ChatMessage],
-    ) -> Result<u64, StoreError> {
-        (**self).chat_append(context_id, format, expected_len, envelope, messages)
-    }
-    fn chat_transcript(&mut self, context_id: &str) -> Result<Option<ChatTranscript>, StoreError> {
-        (**self).chat_transcript(context_id)
-    }
-    fn record_savings(&mut self, record: &SavingsRecord) -> Result<(), StoreError> {
-        (**self).record_savings(record)
-    }
-    fn savings(&mut self, context_id: Option<&str>) -> Result<Vec<SavingsRecord>, StoreError> {
-        (**self).savings(context_id)
-    }
+/// `Store` for a pointer to a store (`&mut S`, `Box<S>`): every method forwards to the
+/// store pointed at.
+macro_rules! forward_store {
+    ($($pointer:ty),+) => {$(
+        impl<S: Store + ?Sized> Store for $pointer {
+            fn backend(&self) -> &'static str {
+                (**self).backend()
+            }
+            fn append(
+                &mut self,
+                context_id: &str,
+                format: Format,
+                expected_seq: u64,
+                items: &[Item],
+            ) -> Result<u64, StoreError> {
+                (**self).append(context_id, format, expected_seq, items)
+            }
+            fn info(&mut self, context_id: &str) -> Result<Option<SessionInfo>, StoreError> {
+                (**self).info(context_id)
+            }
+            fn items(&mut self, context_id: &str, from: u64) -> Result<Vec<Item>, StoreError> {
+                (**self).items(context_id, from)
+            }
+            fn sessions(&mut self) -> Result<Vec<SessionInfo>, StoreError> {
+                (**self).sessions()
+            }
+            fn save_snapshot(
+                &mut self,
+                context_id: &str,
+                fingerprint: &str,
+                snapshot: &Snapshot,
+            ) -> Result<(), StoreError> {
+                (**self).save_snapshot(context_id, fingerprint, snapshot)
+            }
+            fn load_snapshot(
+                &mut self,
+                context_id: &str,
+                fingerprint: &str,
+            ) -> Result<Option<Snapshot>, StoreError> {
+                (**self).load_snapshot(context_id, fingerprint)
+            }
+            fn put_receipt(
+                &mut self,
+                context_id: &str,
+                id: &str,
+                original: &[u8],
+            ) -> Result<String, StoreError> {
+                (**self).put_receipt(context_id, id, original)
+            }
+            fn receipt(&mut self, context_id: &str, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+                (**self).receipt(context_id, id)
+            }
+            fn receipt_by_hash(
+                &mut self,
+                context_id: &str,
+                hash: &str,
+            ) -> Result<Option<Vec<u8>>, StoreError> {
+                (**self).receipt_by_hash(context_id, hash)
+            }
+            fn put_state(&mut self, scope: &str, key: &str, value: &[u8]) -> Result<(), StoreError> {
+                (**self).put_state(scope, key, value)
+            }
+            fn state(&mut self, scope: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+                (**self).state(scope, key)
+            }
+            fn chat_append(
+                &mut self,
+                context_id: &str,
+                format: Format,
+                expected_len: u64,
+                envelope: Option<&ChatEnvelope>,
+                messages: &[ChatMessage],
+            ) -> Result<u64, StoreError> {
+                (**self).chat_append(context_id, format, expected_len, envelope, messages)
+            }
+            fn chat_transcript(&mut self, context_id: &str) -> Result<Option<ChatTranscript>, StoreError> {
+                (**self).chat_transcript(context_id)
+            }
+            fn record_savings(&mut self, record: &SavingsRecord) -> Result<(), StoreError> {
+                (**self).record_savings(record)
+            }
+            fn savings(&mut self, context_id: Option<&str>) -> Result<Vec<SavingsRecord>, StoreError> {
+                (**self).savings(context_id)
+            }
+        }
+    )+};
 }
 
-impl<S: Store + ?Sized> Store for Box<S> {
-    fn backend(&self) -> &'static str {
-        (**self).backend()
-    }
-    fn append(
-        &mut self,
-        context_id: &str,
-        format: Format,
-        expected_seq: u64,
-        items: &[Item],
-    ) -> Result<u64, StoreError> {
-        (**self).append(context_id, format, expected_seq, items)
-    }
-    fn info(&mut self, context_id: &str) -> Result<Option<SessionInfo>, StoreError> {
-        (**self).info(context_id)
-    }
-    fn items(&mut self, context_id: &str, from: u64) -> Result<Vec<Item>, StoreError> {
-        (**self).items(context_id, from)
-    }
-    fn sessions(&mut self) -> Result<Vec<SessionInfo>, StoreError> {
-        (**self).sessions()
-    }
-    fn save_snapshot(
-        &mut self,
-        context_id: &str,
-        fingerprint: &str,
-        snapshot: &Snapshot,
-    ) -> Result<(), StoreError> {
-        (**self).save_snapshot(context_id, fingerprint, snapshot)
-    }
-    fn load_snapshot(
-        &mut self,
-        context_id: &str,
-        fingerprint: &str,
-    ) -> Result<Option<Snapshot>, StoreError> {
-        (**self).load_snapshot(context_id, fingerprint)
-    }
-    fn put_receipt(
-        &mut self,
-        context_id: &str,
-        id: &str,
-        original: &[u8],
-    ) -> Result<String, StoreError> {
-        (**self).put_receipt(context_id, id, original)
-    }
-    fn receipt(&mut self, context_id: &str, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        (**self).receipt(context_id, id)
-    }
-    fn receipt_by_hash(
-        &mut self,
-        context_id: &str,
-        hash: &str,
-    ) -> Result<Option<Vec<u8>>, StoreError> {
-        (**self).receipt_by_hash(context_id, hash)
-    }
-    fn put_state(&mut self, scope: &str, key: &str, value: &[u8]) -> Result<(), StoreError> {
-        (**self).put_state(scope, key, value)
-    }
-    fn state(&mut self, scope: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        (**self).state(scope, key)
-    }
-    fn chat_append(
-        &mut self,
-        context_id: &str,
-        format: Format,
-        expected_len: u64,
-        envelope: Option<&ChatEnvelope>,
-        messages: &[ChatMessage],
-    ) -> Result<u64, StoreError> {
-        (**self).chat_append(context_id, format, expected_len, envelope, messages)
-    }
-    fn chat_transcript(&mut self, context_id: &str) -> Result<Option<ChatTranscript>, StoreError> {
-        (**self).chat_transcript(context_id)
-    }
-    fn record_savings(&mut self, record: &SavingsRecord) -> Result<(), StoreError> {
-        (**self).record_savings(record)
-    }
-    fn savings(&mut self, context_id: Option<&str>) -> Result<Vec<SavingsRecord>, StoreError> {
-        (**self).savings(context_id)
-    }
-}
+forward_store!(&mut S, Box<S>);
 
 /// The blake3 hash of `bytes`, as lowercase hex: the content address of a receipt.
 ///

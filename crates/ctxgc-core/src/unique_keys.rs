@@ -13,6 +13,7 @@
 //! assert_eq!(found.key, "text");
 //! ```
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt;
 
@@ -91,6 +92,107 @@ pub fn parse_noting_repeats(text: &str) -> Result<(serde_json::Value, bool), ser
     .deserialize(&mut de)?;
     de.end()?;
     Ok((value, repeated))
+}
+
+/// The members of a JSON object in document order, each value built as
+/// [`parse_noting_repeats`] builds it; keys are borrowed from the text where they hold no
+/// escape.
+pub type Members<'a> = Vec<(Cow<'a, str>, serde_json::Value)>;
+
+/// Parses a JSON object into its [`Members`] in one pass, without building the object's own
+/// hash map (a large trace's events are read this way: hashing every key of every event was
+/// a third of lowering it). `None` when the text is not exactly one object, or when any object
+/// in it repeats a key: the caller then parses it with [`parse_unique`], which says what is
+/// wrong and where.
+///
+/// ```
+/// use ctxgc_core::unique_keys::parse_members;
+/// let members = parse_members(r#"{"id": "e1", "args": {"q": 1}}"#).unwrap();
+/// assert_eq!(members[0].0, "id");
+/// assert_eq!(members[1].1["q"], 1);
+/// assert!(parse_members(r#"{"a": 1, "a": 2}"#).is_none());
+/// assert!(parse_members(r#"{"a": {"b": 1, "b": 2}}"#).is_none());
+/// assert!(parse_members("[1]").is_none());
+/// assert!(parse_members("{} x").is_none());
+/// ```
+pub fn parse_members(text: &str) -> Option<Members<'_>> {
+    if !text.trim_start().starts_with('{') {
+        return None; // a number could reach `visit_map` as serde_json's private one-entry map
+    }
+    let mut repeated = false;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let members = de
+        .deserialize_map(MembersVisitor {
+            repeated: &mut repeated,
+        })
+        .ok()?;
+    de.end().ok()?;
+    (!repeated).then_some(members)
+}
+
+/// Objects with more members than this find repeated keys through a hash set, not by scanning.
+const LINEAR_KEY_CHECK: usize = 16;
+
+struct MembersVisitor<'r> {
+    repeated: &'r mut bool,
+}
+
+impl<'de> Visitor<'de> for MembersVisitor<'_> {
+    type Value = Members<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
+        let mut members: Members<'de> = Vec::new();
+        let mut seen: Option<HashSet<Cow<'de, str>>> = None;
+        while let Some(key) = map.next_key_seed(BorrowedKey)? {
+            if key == NUMBER_TOKEN && members.is_empty() {
+                return Err(serde::de::Error::custom("a number, not an object"));
+            }
+            let value = map.next_value_seed(Build {
+                repeated: &mut *self.repeated,
+            })?;
+            let repeat = match &mut seen {
+                Some(seen) => !seen.insert(key.clone()),
+                None => members.iter().any(|(k, _)| *k == key),
+            };
+            *self.repeated |= repeat;
+            members.push((key, value));
+            if seen.is_none() && members.len() > LINEAR_KEY_CHECK {
+                seen = Some(members.iter().map(|(k, _)| k.clone()).collect());
+            }
+        }
+        Ok(members)
+    }
+}
+
+/// A key borrowed from the text when it holds no escape.
+struct BorrowedKey;
+
+impl<'de> DeserializeSeed<'de> for BorrowedKey {
+    type Value = Cow<'de, str>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Cow<'de, str>, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for BorrowedKey {
+    type Value = Cow<'de, str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Borrowed(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Owned(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Owned(v))
+    }
 }
 
 /// Builds a [`serde_json::Value`] exactly as its own `Deserialize` does, noting whether any

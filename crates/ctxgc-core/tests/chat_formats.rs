@@ -349,3 +349,56 @@ fn lower_conversations_gives_one_conversation_per_record() {
     assert_eq!(one[0].format, Format::Anthropic);
     assert_eq!(one[0].items[0].id, "system");
 }
+
+#[test]
+fn the_format_read_from_message_shapes_is_the_format_of_the_parsed_document() {
+    use ctxgc_core::chat::lowering::{chat_format_of, chat_format_of_text};
+    let mut documents: Vec<String> = [
+        "airline_cabin_change.json",
+        "anthropic_session.json",
+        "responses_session.json",
+    ]
+    .map(fixture)
+    .into_iter()
+    .collect();
+    // Each sampled corpus conversation as a bare message list, and as Anthropic and Responses.
+    for line in fixture("corpus_samples.jsonl")
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+    {
+        let record: Value = serde_json::from_str(line).unwrap();
+        let messages = record["messages"].to_string();
+        for format in [Format::OpenaiChat, Format::Anthropic, Format::Responses] {
+            if let Ok(c) = compile(&messages, &to(format)) {
+                documents.push(c.output);
+            }
+        }
+        documents.push(messages);
+    }
+    documents.extend(
+        [
+            r#"[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"text","text":"x"},"not a block",{"type":"tool_use","id":"t","name":"f","input":{}}]}]"#,
+            r#"[{"role":"user","content":"hi","type":"message","type":"function_call"}]"#,
+            r#"[{"role":"user","content":[{"type":"tool_\u0072esult","tool_use_id":"t","content":"x"}]}]"#,
+            r#"["a string", {"role":"user","content":"x"}]"#,
+            r#"[{"type":null,"content":[{"type":7}]},{"type":"reasoning","summary":[]}]"#,
+            r#"{"system":"s","messages":[{"role":"user","content":"x"}]}"#,
+            "[]",
+        ]
+        .map(str::to_owned),
+    );
+    let mut formats = std::collections::BTreeSet::new();
+    for doc in &documents {
+        let doc = doc.trim();
+        let parsed: Value = serde_json::from_str(doc).unwrap();
+        let expected = chat_format_of(&parsed);
+        assert_eq!(chat_format_of_text(doc).unwrap(), expected, "{doc}");
+        formats.insert(expected.name());
+    }
+    assert_eq!(
+        formats.len(),
+        3,
+        "every chat format is among the documents: {formats:?}"
+    );
+    assert!(chat_format_of_text("[{\"role\": ").is_err());
+}

@@ -495,3 +495,89 @@ fn problems_of_a_large_trace_come_in_trace_order() {
         ]
     );
 }
+
+/// Events that exercise the member-by-member read: extra fields before and after payloads,
+/// payloads a type does not use, escaped keys, nested objects, null and mistyped fields.
+fn member_read_cases() -> Vec<String> {
+    let mut cases: Vec<String> = every_type().iter().map(Value::to_string).collect();
+    cases.extend(
+        [
+            r#"{"zeta":1,"id":"a","type":"set_var","timestamp":1,"result":[1],"key":"k","value":{"n":1.50},"arguments":{"x":1},"alpha":"\n"}"#,
+            r#"{"i\u0064":"b","type":"tool_result","timestamp":2,"call_id":"tc","result":"r","value":3,"m":{"b":1,"a":2}}"#,
+            r#"{"id":"c","type":"command_run","timestamp":3,"command":"ls   -la","exit_code":0,"env":{"B":"2","A":"1"},"output":null}"#,
+            r#"{"id":"d","type":"test_run","timestamp":4,"test_names":["b","a"],"exit_code":1,"passed_count":1,"failed_count":1,"tags":["x"],"importance":"high","retain_until":"e"}"#,
+            r#"{"id":"e","type":"build_run","timestamp":5,"exit_code":0,"target":{"t":[1,2]},"parent_id":null}"#,
+            r#"{"id":"f","type":"verification","timestamp":6,"content":"ok","passed":true,"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"n":14,"o":15,"p":16,"q":17,"r":18}"#,
+            r#"{"id":"g","type":"file_read","timestamp":7,"path":7}"#,
+            r#"{"id":"h","type":"tool_call","timestamp":8,"tool_name":"t"}"#,
+            r#"{"id":"","type":"decision","timestamp":"x","content":"","supersedes":[1,""]}"#,
+        ]
+        .map(str::to_owned),
+    );
+    cases
+}
+
+#[test]
+fn an_event_read_member_by_member_lowers_as_the_parsed_event_does() {
+    // The front-end reads an event's members without building its object; `lower_event` takes
+    // an event already parsed. Items and problems must be the same either way.
+    let options = EventOptions {
+        allow_unknown_types: true,
+    };
+    for (index, text) in member_read_cases().iter().enumerate() {
+        let value: Value = serde_json::from_str(text).unwrap();
+        let parsed = ctxgc_core::frontend::events::lower_event(0, text, value, &options)
+            .map_err(|problems| problems.iter().map(ToString::to_string).collect::<Vec<_>>());
+        let read = lower_events(text, &options).map_err(|e| match e {
+            Error::Invalid(problems) => problems.iter().map(ToString::to_string).collect(),
+            other => vec![other.to_string()],
+        });
+        assert_eq!(
+            read.map(|mut items| items.remove(0)),
+            parsed,
+            "case {index}: {text}"
+        );
+    }
+}
+
+#[test]
+fn extra_fields_keep_the_order_they_always_had() {
+    // Payload fields are taken out as an ordered map's `swap_remove` takes them, so extra
+    // fields come out as they did when events were read as maps.
+    let text = r#"[{"id":"a","type":"set_var","timestamp":1,"key":"k","x":1,"value":2,"y":3,"z":4,"result":5,"arguments":6}]"#;
+    let out = compile(text, &Options::default()).unwrap().output;
+    assert_eq!(
+        out,
+        "[a] k = 2 {\"x\":1,\"z\":4,\"y\":3,\"result\":5,\"arguments\":6}\n"
+    );
+}
+
+#[test]
+fn a_broken_event_array_is_reported_as_a_broken_document() {
+    // A large array is split by its structure alone; when it is not valid JSON the error is
+    // the document's, as a validating read reports it, not an item's.
+    let good = r#"{"id":"e1","type":"set_var","timestamp":1,"key":"x","value":1}"#;
+    for broken in [
+        format!(r#"[{good},{{"id":"e2","type":"set_var","timestamp":2,"key":"x","value":tru}}]"#),
+        format!("[{good} {good}]"),
+        format!("[{good},]"),
+        format!("[{good}]]"),
+        format!(r#"[{good},{{"id":"e2","value":{{"a":1]}}]"#),
+        format!(
+            "[{good},{{\"id\":\"e2\",\"type\":\"set_var\",\"timestamp\":2,\"key\":\"x\",\"value\":\"a\u{1}b\"}}]"
+        ),
+        format!("[{good},{good}"),
+    ] {
+        let expected = ctxgc_core::frontend::detect_and_split(&broken)
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        let got = compile(&broken, &Options::default())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(got, expected, "{broken}");
+        assert!(got.contains("malformed JSON"), "{got}");
+        let lowered = lower_events(&broken, &EventOptions::default()).unwrap_err();
+        assert_eq!(lowered.to_string(), expected);
+    }
+}

@@ -17,7 +17,7 @@ use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::chat::lowering::{ChatDoc, chat_format_of, lower_document};
+use crate::chat::lowering::{ChatDoc, chat_format_of_text, lower_document};
 use crate::chat::state::{Ledger, StateEvent, Status, orphans};
 use crate::chat::{ChatConfig, Preset, register, role_name};
 use crate::compile::{Compiled, Detail, Options, receipts_for};
@@ -169,11 +169,7 @@ pub fn lower_chat_input(text: &str, from: Option<Format>) -> Result<ChatInput, E
     if is_single_document(text) && !is_record(text) {
         let format = match from {
             Some(f) => f,
-            None => {
-                let value: Value = serde_json::from_str(text.trim_start_matches('\u{feff}').trim())
-                    .map_err(|e| Error::json("input", &e))?;
-                chat_format_of(&value)
-            }
+            None => chat_format_of_text(text.trim_start_matches('\u{feff}').trim())?,
         };
         return Ok(ChatInput::Doc(lower_document(text, format)?));
     }

@@ -158,6 +158,75 @@ pub fn chat_format_of(doc: &Value) -> Format {
         .unwrap_or(Format::OpenaiChat)
 }
 
+/// [`chat_format_of`] the document `text` (trimmed), reading of a message list only each
+/// message's `type` and its content blocks' `type`s instead of building the whole document.
+/// Anything that read does not settle (an object document, a message that is not a plain
+/// object) is decided on the parsed document, exactly as [`chat_format_of`] decides it.
+///
+/// ```
+/// use ctxgc_core::{Format, chat::lowering::chat_format_of_text};
+/// let plain = r#"[{"role": "user", "content": "hi"}]"#;
+/// assert_eq!(chat_format_of_text(plain).unwrap(), Format::OpenaiChat);
+/// let blocks = r#"[{"role": "user", "content": "hi"},
+///                  {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]}]"#;
+/// assert_eq!(chat_format_of_text(blocks).unwrap(), Format::Anthropic);
+/// assert!(chat_format_of_text("[{").is_err());
+/// ```
+pub fn chat_format_of_text(text: &str) -> Result<Format, Error> {
+    if text.starts_with('[')
+        && let Ok(messages) = serde_json::from_str::<Vec<MessageShape<'_>>>(text)
+        && let Ok(shown) = messages
+            .iter()
+            .map(MessageShape::format)
+            .find(|shown| !matches!(shown, Ok(None)))
+            .transpose()
+    {
+        return Ok(shown.flatten().unwrap_or(Format::OpenaiChat));
+    }
+    let value: Value = serde_json::from_str(text).map_err(|e| Error::json("input", &e))?;
+    Ok(chat_format_of(&value))
+}
+
+/// The members of a message (or of a content block) that tell a chat format.
+#[derive(serde::Deserialize)]
+struct MessageShape<'a> {
+    #[serde(rename = "type", default, borrow)]
+    kind: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    content: Option<&'a RawValue>,
+}
+
+impl MessageShape<'_> {
+    /// [`message_format`] of this message; `Err` when a part of it is not what the shape
+    /// expects (a block that is not an object, a repeated key), to be read in full instead.
+    fn format(&self) -> Result<Option<Format>, ()> {
+        if Self::names(self.kind, &RESPONSES_ITEMS)? {
+            return Ok(Some(Format::Responses));
+        }
+        let Some(content) = self.content.filter(|c| c.get().starts_with('[')) else {
+            return Ok(None);
+        };
+        let blocks: Vec<MessageShape<'_>> = serde_json::from_str(content.get()).map_err(|_| ())?;
+        for block in &blocks {
+            if Self::names(block.kind, &ANTHROPIC_BLOCKS)? {
+                return Ok(Some(Format::Anthropic));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether `kind` is a string among `names`.
+    fn names(kind: Option<&RawValue>, names: &[&str]) -> Result<bool, ()> {
+        match kind.map(RawValue::get) {
+            Some(text) if text.starts_with('"') => {
+                let kind: std::borrow::Cow<'_, str> = serde_json::from_str(text).map_err(|_| ())?;
+                Ok(names.contains(&kind.as_ref()))
+            }
+            _ => Ok(false),
+        }
+    }
+}
+
 /// The format one message of a list shows by itself (a Responses item type, or Anthropic
 /// content blocks), if any: [`chat_format_of`] takes the first message that shows one.
 pub fn message_format(m: &Value) -> Option<Format> {

@@ -7,14 +7,17 @@
 //! event id). Decisions, requirements and constraints may name the notes they replace in
 //! `supersedes` (an id or a list of ids).
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use crate::error::{Diagnostic, Error};
-use crate::frontend::{Layout, RawItem, detect, detect_and_split};
+use crate::frontend::{Layout, RawItem, detect, detect_and_split_unchecked};
 use crate::ir::{
     Call, Format, Item, Kind, NoteKind, RetainUntil, Retention, Run, RunKind, ToolOutput,
-    canonical_json,
+    write_canonical_entries,
 };
+use crate::unique_keys::Members;
 
 /// Options of the event front-end.
 #[derive(Debug, Clone, Default)]
@@ -44,7 +47,7 @@ const COMMON: [&str; 7] = [
 /// assert!(err.to_string().contains(r#"field "path""#));
 /// ```
 pub fn lower_events(text: &str, options: &EventOptions) -> Result<Vec<Item>, Error> {
-    let (detected, raw) = detect_and_split(text)?;
+    let (detected, raw, validated) = detect_and_split_unchecked(text)?;
     if detected.format != Format::Events {
         return Err(Error::UnknownFormat(format!(
             "expected structured events, found {}",
@@ -52,6 +55,7 @@ pub fn lower_events(text: &str, options: &EventOptions) -> Result<Vec<Item>, Err
         )));
     }
     lower_raw_events(&raw, options)
+        .map_err(|e| crate::compile::broken_document_first(text, validated, e))
 }
 
 /// Lowers events already split into their exact bytes. A large trace is lowered on every
@@ -78,6 +82,11 @@ fn lower_raw_event(
     text: &str,
     options: &EventOptions,
 ) -> Result<Item, Vec<Diagnostic>> {
+    // An event is read member by member; only what that cannot read (not one object, broken
+    // JSON, a repeated key) is parsed again as a whole, to say exactly what is wrong.
+    if let Some(members) = crate::unique_keys::parse_members(text) {
+        return lower_members(index, text, members, options);
+    }
     match crate::unique_keys::parse_unique(text) {
         Ok((value, Some(repeated))) => {
             let id = value.get("id").and_then(Value::as_str).map(str::to_owned);
@@ -98,10 +107,16 @@ fn lower_raw_event(
 /// Reads fields of one event, collecting every problem.
 struct Fields<'a> {
     index: usize,
-    id: Option<String>,
-    map: &'a Map<String, Value>,
+    /// The event's id, for problems (copied only when there is one to report).
+    id: Option<&'a str>,
+    members: &'a [(Cow<'a, str>, Value)],
     problems: Vec<Diagnostic>,
     used: Vec<&'static str>,
+}
+
+/// The value of member `field`: an event has a handful of members, so a scan beats a hash.
+fn member<'a>(members: &'a [(Cow<'_, str>, Value)], field: &str) -> Option<&'a Value> {
+    members.iter().find(|(k, _)| k == field).map(|(_, v)| v)
 }
 
 use crate::chat::lowering::type_name;
@@ -110,7 +125,7 @@ impl<'a> Fields<'a> {
     fn problem(&mut self, field: &str, message: impl Into<String>) {
         self.problems.push(Diagnostic::new(
             self.index,
-            self.id.clone(),
+            self.id.map(str::to_owned),
             Some(field),
             message,
         ));
@@ -118,7 +133,7 @@ impl<'a> Fields<'a> {
 
     fn get(&mut self, field: &'static str) -> Option<&'a Value> {
         self.used.push(field);
-        self.map.get(field)
+        member(self.members, field)
     }
 
     fn required(&mut self, field: &'static str) -> Option<&'a Value> {
@@ -242,7 +257,7 @@ pub fn lower_event(
     value: Value,
     options: &EventOptions,
 ) -> Result<Item, Vec<Diagnostic>> {
-    let Value::Object(mut map) = value else {
+    let Value::Object(map) = value else {
         return Err(vec![Diagnostic::new(
             index,
             None,
@@ -250,10 +265,26 @@ pub fn lower_event(
             format!("expected an event object, found {}", type_name(&value)),
         )]);
     };
-    // Payload fields (possibly huge) are moved out rather than copied.
+    let members = map.into_iter().map(|(k, v)| (Cow::Owned(k), v)).collect();
+    lower_members(index, raw, members, options)
+}
+
+/// Lowers one event from its members, in document order.
+fn lower_members(
+    index: usize,
+    raw: &str,
+    mut members: Members<'_>,
+    options: &EventOptions,
+) -> Result<Item, Vec<Diagnostic>> {
+    // Payload fields (possibly huge) are moved out rather than copied. Each is taken out as an
+    // ordered map's `swap_remove` would (the last member fills its place): that order is the
+    // order of the extra fields kept beside the item.
     let mut payloads: Vec<(&'static str, Value)> = ["value", "arguments", "result"]
         .into_iter()
-        .filter_map(|name| map.remove(name).map(|v| (name, v)))
+        .filter_map(|name| {
+            let at = members.iter().position(|(k, _)| k == name)?;
+            Some((name, members.swap_remove(at).1))
+        })
         .collect();
     let mut take_payload = |f: &mut Fields<'_>, name: &'static str| -> Value {
         match payloads.iter().position(|(n, _)| *n == name) {
@@ -264,19 +295,22 @@ pub fn lower_event(
             }
         }
     };
-    let map = &map;
+    let map = members.as_slice();
     let mut f = Fields {
         index,
         id: None,
-        map,
+        members: map,
         problems: Vec::new(),
         used: Vec::new(),
     };
     for c in COMMON {
         f.used.push(c);
     }
-    let id = match map.get("id") {
-        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+    let id = match member(map, "id") {
+        Some(Value::String(s)) if !s.is_empty() => {
+            f.id = Some(s);
+            s.clone()
+        }
         Some(Value::String(_)) => {
             f.problem("id", "must be a non-empty string");
             String::new()
@@ -291,11 +325,8 @@ pub fn lower_event(
             String::new()
         }
     };
-    if !id.is_empty() {
-        f.id = Some(id.clone());
-    }
-    let ty = match map.get("type") {
-        Some(Value::String(s)) => s.clone(),
+    let ty = match member(map, "type") {
+        Some(Value::String(s)) => s.as_str(),
         Some(other) => {
             let found = type_name(other);
             f.problem("type", format!("expected string, found {found}"));
@@ -306,7 +337,7 @@ pub fn lower_event(
             return Err(f.problems);
         }
     };
-    let timestamp = match map.get("timestamp") {
+    let timestamp = match member(map, "timestamp") {
         Some(Value::Number(n)) => n.as_f64(),
         None if ty == "edge_injection" => None,
         None => {
@@ -321,7 +352,7 @@ pub fn lower_event(
     };
     let parent = f.optional_string("parent_id");
     let retention = lower_retention(&mut f);
-    let kind = match ty.as_str() {
+    let kind = match ty {
         "set_var" => {
             let key = f.string("key");
             let value = take_payload(&mut f, "value");
@@ -350,7 +381,7 @@ pub fn lower_event(
             targets: f.string_list("ref_to", false, true),
         },
         "decision" | "requirement" | "constraint" => {
-            let note = match ty.as_str() {
+            let note = match ty {
                 "decision" => NoteKind::Decision,
                 "requirement" => NoteKind::Requirement,
                 _ => NoteKind::Constraint,
@@ -400,9 +431,8 @@ pub fn lower_event(
             let exit = f.integer("exit_code");
             f.used.push("target");
             f.used.push("command");
-            let target = map
-                .get("target")
-                .or_else(|| map.get("command"))
+            let target = member(map, "target")
+                .or_else(|| member(map, "command"))
                 .map(crate::ir::plain_value)
                 .unwrap_or_default();
             run(
@@ -460,16 +490,23 @@ pub fn lower_event(
             }
         }
     };
-    let mut extra: Map<String, Value> = map
-        .iter()
-        .filter(|(k, _)| !f.used.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    // Payload fields this type does not use are extra fields like any other.
-    extra.extend(payloads.into_iter().map(|(k, v)| (k.to_owned(), v)));
-    if !f.problems.is_empty() {
-        return Err(f.problems);
+    let Fields { used, problems, .. } = f;
+    if !problems.is_empty() {
+        return Err(problems);
     }
+    let mut extra = members
+        .into_iter()
+        .filter(|(k, _)| !used.contains(&k.as_ref()))
+        .map(|(k, v)| (k.into_owned(), v))
+        .peekable();
+    // Most events have no extra field: a map (and its hasher) is made only for one that has.
+    let extra: Option<Map<String, Value>> =
+        (extra.peek().is_some() || !payloads.is_empty()).then(|| {
+            // Payload fields this type does not use are extra fields like any other.
+            extra
+                .chain(payloads.into_iter().map(|(k, v)| (k.to_owned(), v)))
+                .collect()
+        });
     Ok(Item {
         id,
         raw: raw.to_owned(),
@@ -477,7 +514,7 @@ pub fn lower_event(
         parent,
         timestamp,
         retention,
-        extra: (!extra.is_empty()).then_some(Value::Object(extra)),
+        extra: extra.map(|extra| Box::new(Value::Object(extra))),
     })
 }
 
@@ -490,15 +527,20 @@ fn run(
     success: bool,
     outcome: String,
 ) -> Kind {
-    let mut rest = f.map.clone();
     // What was run is compared through its normalised identity, everything else exactly.
-    for c in COMMON
+    let mut rest: Vec<(&str, &Value)> = f
+        .members
         .iter()
-        .chain(&["command", "test_names", "content", "target"])
-    {
-        rest.remove(*c);
-    }
-    let signature = format!("{identity}\u{1e}{}", canonical_json(&Value::Object(rest)));
+        .map(|(k, v)| (k.as_ref(), v))
+        .filter(|(k, _)| {
+            !COMMON
+                .iter()
+                .chain(&["command", "test_names", "content", "target"])
+                .any(|c| c == k)
+        })
+        .collect();
+    let mut signature = format!("{identity}\u{1e}");
+    write_canonical_entries(&mut rest, &mut signature);
     Kind::Run(Run {
         run,
         subject,
@@ -510,7 +552,7 @@ fn run(
 }
 
 fn lower_retention(f: &mut Fields<'_>) -> Retention {
-    let importance = match f.map.get("importance") {
+    let importance = match member(f.members, "importance") {
         None | Some(Value::Null) => None,
         Some(Value::Number(n)) => n.as_f64(),
         Some(Value::String(s)) => {
@@ -535,7 +577,7 @@ fn lower_retention(f: &mut Fields<'_>) -> Retention {
         }
     };
     let tags = f.string_list("tags", false, false);
-    let retain_until = match f.map.get("retain_until") {
+    let retain_until = match member(f.members, "retain_until") {
         None | Some(Value::Null) => None,
         Some(Value::Number(n)) => n.as_f64().map(RetainUntil::Timestamp),
         Some(Value::String(s)) if !s.is_empty() => Some(RetainUntil::Event(s.clone())),

@@ -253,7 +253,7 @@ fn item(id: usize, raw: String, role: Role, blocks: Vec<Block>, extra: Option<Va
         parent: None,
         timestamp: None,
         retention: Default::default(),
-        extra,
+        extra: extra.map(Box::new),
     }
 }
 
@@ -527,6 +527,9 @@ mod tests {
             panic!()
         };
         assert_eq!(out.output, serde_json::json!({"a": 1}));
-        assert_eq!(items[1].extra, Some(serde_json::json!({"latency_ms": 4})));
+        assert_eq!(
+            items[1].extra.as_deref(),
+            Some(&serde_json::json!({"latency_ms": 4}))
+        );
     }
 }

@@ -261,6 +261,129 @@ pub fn detect_and_split(text: &str) -> Result<(Detected, Vec<RawItem<'_>>), Erro
     Ok((detected, split_items(text, detected.layout)?))
 }
 
+/// [`detect_and_split`] for a caller that parses every item itself: an array whose first item
+/// is an event is split by its structure alone (strings and nesting followed, item contents
+/// not validated), a tenth of the cost of validating it. The flag says whether the document
+/// was validated; when it was not and an item later fails to parse, the caller reports what
+/// [`detect_and_split`] reports for the text, so errors stay those of a validating read.
+/// Anything else takes [`detect_and_split`] itself.
+///
+/// ```
+/// use ctxgc_core::{Format, frontend::detect_and_split_unchecked};
+/// let text = r#"[{"id": "e1", "type": "decision", "timestamp": 1, "content": "go"}, {"broken": tru}]"#;
+/// let (d, items, validated) = detect_and_split_unchecked(text).unwrap();
+/// assert_eq!((d.format, items.len(), validated), (Format::Events, 2, false));
+/// assert!(ctxgc_core::frontend::detect_and_split(text).is_err());
+/// ```
+pub fn detect_and_split_unchecked(text: &str) -> Result<(Detected, Vec<RawItem<'_>>, bool), Error> {
+    let trimmed = text.trim_start_matches('\u{feff}').trim();
+    if let Some(items) = split_array_structurally(trimmed) {
+        let first = items
+            .first()
+            .map(|raw| serde_json::from_str::<Value>(raw.text));
+        let events = match first {
+            None => true,
+            Some(Ok(first)) => matches!(classify_item(&first), Ok(Format::Events)),
+            Some(Err(_)) => false,
+        };
+        if events {
+            let detected = Detected {
+                format: Format::Events,
+                layout: Layout::Array,
+                records: false,
+            };
+            return Ok((detected, items, false));
+        }
+    }
+    detect_and_split(text).map(|(detected, items)| (detected, items, true))
+}
+
+/// Nesting deeper than this is left to the validating parser (and its recursion limit).
+const STRUCTURAL_DEPTH_LIMIT: usize = 100;
+
+/// The items of the JSON array `text` (already trimmed), found by following strings and
+/// brackets only. `None` when the text is not plainly `[item, item, ...]`: the caller then
+/// validates it, which says what is wrong.
+fn split_array_structurally(text: &str) -> Option<Vec<RawItem<'_>>> {
+    let bytes = text.as_bytes();
+    let is_space = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+    let skip_space = |mut at: usize| {
+        while at < bytes.len() && is_space(bytes[at]) {
+            at += 1;
+        }
+        at
+    };
+    if bytes.first() != Some(&b'[') || bytes.last() != Some(&b']') {
+        return None;
+    }
+    let mut items = Vec::new();
+    let mut at = skip_space(1);
+    if at == bytes.len() - 1 {
+        return Some(items);
+    }
+    loop {
+        let start = at;
+        let mut depth = 0usize;
+        let mut in_string = false;
+        while at < bytes.len() {
+            let b = bytes[at];
+            if in_string {
+                // Most of a trace is inside strings: jump to the next quote or escape.
+                match memchr::memchr2(b'"', b'\\', &bytes[at..]) {
+                    None => return None,
+                    Some(skip) => at += skip,
+                }
+                match bytes[at] {
+                    b'\\' => at += 1,
+                    _ => in_string = false,
+                }
+            } else {
+                match b {
+                    b'"' => in_string = true,
+                    b'{' | b'[' => {
+                        depth += 1;
+                        if depth > STRUCTURAL_DEPTH_LIMIT {
+                            return None;
+                        }
+                    }
+                    // The array's own bracket: a scalar item ends before it.
+                    b'}' | b']' if depth == 0 => break,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            // An object or array item ends with its closing bracket.
+                            at += 1;
+                            break;
+                        }
+                    }
+                    b',' if depth == 0 => break,
+                    _ => {}
+                }
+            }
+            at += 1;
+        }
+        if in_string || at >= bytes.len() {
+            return None;
+        }
+        let item = text
+            .get(start..at)?
+            .trim_end_matches([' ', '\t', '\n', '\r']);
+        if item.is_empty() {
+            return None;
+        }
+        items.push(RawItem {
+            text: item,
+            line: 0,
+        });
+        at = skip_space(at);
+        match bytes.get(at)? {
+            b',' => at = skip_space(at + 1),
+            b']' if at == bytes.len() - 1 => return Some(items),
+            _ => return None,
+        }
+    }
+}
+
 /// One item's exact bytes and where it came from.
 #[derive(Debug, Clone, Copy)]
 pub struct RawItem<'a> {
@@ -398,5 +521,69 @@ mod tests {
         // The comparison is not vacuous: the shapes above include both results and errors.
         assert!(inputs.iter().any(|i| one_step(i).is_ok()));
         assert!(inputs.iter().any(|i| one_step(i).is_err()));
+    }
+
+    #[test]
+    fn a_valid_array_splits_by_structure_as_the_validating_read_splits_it() {
+        let event = r#"{"id":"e1","type":"set_var","timestamp":1,"key":"x","value":1}"#;
+        let tricky = r#"{"id":"e2","type":"set_var","timestamp":2,"key":"a\"]},[{","value":["\\",{"b":[[]]},"}"]}"#;
+        let inputs = [
+            format!("[{event}]"),
+            format!("\u{feff}\n [\n\t{event} ,\r\n {tricky}\n]\n"),
+            format!("[{tricky},{tricky},{event}]"),
+            "[]".to_owned(),
+            " [ \n ] ".to_owned(),
+            format!("[{event}, 5, \"x\", [1, [2]], null, true]"),
+        ];
+        for input in &inputs {
+            let (detected, items, validated) = detect_and_split_unchecked(input).unwrap();
+            assert!(!validated, "{input:?} takes the structural split");
+            assert_eq!(detected.format, Format::Events);
+            let texts = |items: &[RawItem<'_>]| -> Vec<String> {
+                items.iter().map(|r| r.text.to_owned()).collect()
+            };
+            let (_, expected) = detect_and_split(input).unwrap();
+            assert_eq!(texts(&items), texts(&expected), "{input:?}");
+        }
+    }
+
+    #[test]
+    fn what_the_structural_split_cannot_settle_is_read_with_validation() {
+        let event = r#"{"id":"e1","type":"set_var","timestamp":1,"key":"x","value":1}"#;
+        let deep = format!(
+            "[{{\"id\":\"e\",\"type\":\"set_var\",\"v\":{}1{}}}]",
+            "[".repeat(120),
+            "]".repeat(120)
+        );
+        for input in [
+            format!("[{event} {event}]"),
+            format!("[{event},]"),
+            format!("[,{event}]"),
+            format!("[{event}]]"),
+            format!("[{event}"),
+            format!("[{event},\"open]"),
+            deep,
+        ] {
+            assert!(
+                split_array_structurally(input.trim()).is_none(),
+                "{input:?}"
+            );
+            let unchecked = detect_and_split_unchecked(&input).map(|(d, items, validated)| {
+                assert!(validated);
+                (
+                    d,
+                    items.iter().map(|r| r.text.to_owned()).collect::<Vec<_>>(),
+                )
+            });
+            let checked = detect_and_split(&input)
+                .map(|(d, items)| (d, items.iter().map(|r| r.text.to_owned()).collect()));
+            assert_eq!(
+                unchecked.map_err(|e| e.to_string()),
+                checked.map_err(|e| e.to_string())
+            );
+        }
+        // A chat array is always read with validation.
+        let chat = r#"[{"role":"user","content":"hi"}]"#;
+        assert!(detect_and_split_unchecked(chat).unwrap().2);
     }
 }

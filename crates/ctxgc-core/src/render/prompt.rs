@@ -11,7 +11,7 @@
 //! its item arrived gets a stub of its own, and a compaction step groups only what that step
 //! changed, so between steps every output is a byte-identical prefix of the next.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::fmt::Write as _;
 
 use crate::ir::{Item, Kind, plain_value};
@@ -166,8 +166,12 @@ enum Slot {
     Stub(DecisionEpoch, Vec<usize>),
 }
 
-/// The key stubs are grouped by: one stub per reason and justification, within one epoch.
-type GroupKey = (Reason, Vec<String>, DecisionEpoch);
+/// The key stubs are grouped by: one stub per reason and justification (the positions of the
+/// items that justify it; ids are unique, so positions group as ids would), within one epoch.
+type GroupKey<'p> = (Reason, &'p [usize], DecisionEpoch);
+
+/// One stub group: its reason, the ids that justify it and the positions of its items.
+type Group = (Reason, Vec<String>, Vec<usize>);
 
 /// Renders the compiled session: kept events as lines, retired ones as grouped stubs.
 pub fn render(session: &Session) -> Rendered {
@@ -181,8 +185,8 @@ pub fn render_planned(session: &Session, plans: &[ItemPlan]) -> Rendered {
     let order = session.render_order();
     let mut slots: Vec<Slot> = Vec::new();
     // (reason, by) → (stub slot, group within it)
-    let mut groups: Vec<(Reason, Vec<String>, Vec<String>)> = Vec::new();
-    let mut group_of: HashMap<GroupKey, usize> = HashMap::new();
+    let mut groups: Vec<Group> = Vec::new();
+    let mut group_of: HashMap<GroupKey<'_>, usize> = HashMap::default();
     for &i in &order {
         if matches!(items[i].kind, Kind::EdgeInjection { .. }) {
             continue; // structure, not content
@@ -195,16 +199,16 @@ pub fn render_planned(session: &Session, plans: &[ItemPlan]) -> Rendered {
             slots.push(Slot::Line(i));
             continue;
         };
-        let by: Vec<String> = verdict.by.iter().map(|&b| items[b].id.clone()).collect();
         let epoch = session.decision_epoch(i);
-        let key = (verdict.reason, by.clone(), epoch);
+        let key = (verdict.reason, verdict.by.as_slice(), epoch);
         if let Some(&g) = group_of.get(&key) {
-            groups[g].2.push(items[i].id.clone());
+            groups[g].2.push(i);
             continue;
         }
         let g = groups.len();
         group_of.insert(key, g);
-        groups.push((verdict.reason, by, vec![items[i].id.clone()]));
+        let by = verdict.by.iter().map(|&b| items[b].id.clone()).collect();
+        groups.push((verdict.reason, by, vec![i]));
         let shares_line =
             |last: &DecisionEpoch| *last == epoch && !matches!(epoch, DecisionEpoch::Arrival(_));
         match slots.last_mut() {
@@ -221,8 +225,16 @@ pub fn render_planned(session: &Session, plans: &[ItemPlan]) -> Rendered {
                 let parts: Vec<String> = gs
                     .iter()
                     .map(|&g| {
-                        let (reason, by, ids) = &groups[g];
-                        format!("{}: {}", ids.join(" "), reason_phrase(*reason, by))
+                        let (reason, by, members) = &groups[g];
+                        let mut part = String::new();
+                        for (n, &m) in members.iter().enumerate() {
+                            if n > 0 {
+                                part.push(' ');
+                            }
+                            part.push_str(&items[m].id);
+                        }
+                        let _ = write!(part, ": {}", reason_phrase(*reason, by));
+                        part
                     })
                     .collect();
                 let word = if count == 1 { "receipt" } else { "receipts" };
