@@ -6,7 +6,7 @@ use crate::chat::compile::{RecordCompiled, record_item_id};
 use crate::error::{Diagnostic, Error};
 use crate::formats::events::{EventOptions, lower_events, lower_raw_events};
 use crate::formats::{Lowered, WireFormat};
-use crate::frontend::{detect, detect_and_split, detect_and_split_unchecked};
+use crate::frontend::{detect, detect_and_split_unchecked};
 use crate::ir::{Format, Item};
 use crate::passes::AnyPass;
 use crate::plan::{Action, Decision, Reason};
@@ -250,7 +250,7 @@ pub fn compile(text: &str, options: &Options) -> Result<Compiled, Error> {
                 detected.format.wire()
             } else {
                 let items = lower_raw_events(&raw, &options.events)
-                    .map_err(|e| broken_document_first(text, validated, e))?;
+                    .map_err(|e| crate::frontend::broken_document_first(text, validated, e))?;
                 let mut lowered = Lowered::bare(Format::Events, text, items);
                 return compile_lowered(&mut lowered, options).map(release_session);
             }
@@ -292,19 +292,6 @@ pub fn compile_with(
         records.push(RecordCompiled { id, line, compiled });
     }
     Ok(gather(records, options))
-}
-
-/// The error for an event array whose items did not all lower: when the array was split
-/// without being validated, a document that is not valid JSON is reported as such, as a
-/// validating read would have reported it before lowering anything.
-pub(crate) fn broken_document_first(text: &str, validated: bool, lowering: Error) -> Error {
-    if validated {
-        return lowering;
-    }
-    match detect_and_split(text) {
-        Err(document) => document,
-        Ok(_) => lowering,
-    }
 }
 
 /// Sessions of at least this many items are freed on a background thread.

@@ -55,7 +55,7 @@ pub fn lower_events(text: &str, options: &EventOptions) -> Result<Vec<Item>, Err
         )));
     }
     lower_raw_events(&raw, options)
-        .map_err(|e| crate::compile::broken_document_first(text, validated, e))
+        .map_err(|e| crate::frontend::broken_document_first(text, validated, e))
 }
 
 /// Lowers events already split into their exact bytes. A large trace is lowered on every

@@ -277,111 +277,125 @@ pub fn detect_and_split(text: &str) -> Result<(Detected, Vec<RawItem<'_>>), Erro
 /// ```
 pub fn detect_and_split_unchecked(text: &str) -> Result<(Detected, Vec<RawItem<'_>>, bool), Error> {
     let trimmed = text.trim_start_matches('\u{feff}').trim();
-    if let Some(items) = split_array_structurally(trimmed) {
-        let first = items
-            .first()
-            .map(|raw| serde_json::from_str::<Value>(raw.text));
-        let events = match first {
-            None => true,
-            Some(Ok(first)) => matches!(classify_item(&first), Ok(Format::Events)),
-            Some(Err(_)) => false,
+    if let Some(items) = split_event_array(trimmed) {
+        let detected = Detected {
+            format: Format::Events,
+            layout: Layout::Array,
+            records: false,
         };
-        if events {
-            let detected = Detected {
-                format: Format::Events,
-                layout: Layout::Array,
-                records: false,
-            };
-            return Ok((detected, items, false));
-        }
+        return Ok((detected, items, false));
     }
     detect_and_split(text).map(|(detected, items)| (detected, items, true))
+}
+
+/// The error to report when the items of an event array did not all lower: where the array
+/// was split without being validated ([`detect_and_split_unchecked`]), a text that is not valid
+/// JSON is reported as a broken document, as a validating read reports it before any item is
+/// lowered; otherwise the lowering's own error.
+pub(crate) fn broken_document_first(text: &str, validated: bool, lowering: Error) -> Error {
+    if validated {
+        return lowering;
+    }
+    match detect_and_split(text) {
+        Err(document) => document,
+        Ok(_) => lowering,
+    }
 }
 
 /// Nesting deeper than this is left to the validating parser (and its recursion limit).
 const STRUCTURAL_DEPTH_LIMIT: usize = 100;
 
-/// The items of the JSON array `text` (already trimmed), found by following strings and
-/// brackets only. `None` when the text is not plainly `[item, item, ...]`: the caller then
-/// validates it, which says what is wrong.
-fn split_array_structurally(text: &str) -> Option<Vec<RawItem<'_>>> {
+/// The items of `text` (already trimmed) when it is plainly a JSON array `[item, item, ...]`
+/// whose first item is an event, found by following strings and brackets only. `None`
+/// otherwise, as soon as that is known (a chat array is left after its first item): the caller
+/// then validates the text, which says what it is or what is wrong.
+fn split_event_array(text: &str) -> Option<Vec<RawItem<'_>>> {
     let bytes = text.as_bytes();
-    let is_space = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
-    let skip_space = |mut at: usize| {
-        while at < bytes.len() && is_space(bytes[at]) {
-            at += 1;
-        }
-        at
-    };
     if bytes.first() != Some(&b'[') || bytes.last() != Some(&b']') {
         return None;
     }
     let mut items = Vec::new();
-    let mut at = skip_space(1);
+    let mut at = skip_json_space(bytes, 1);
     if at == bytes.len() - 1 {
         return Some(items);
     }
     loop {
-        let start = at;
-        let mut depth = 0usize;
-        let mut in_string = false;
-        while at < bytes.len() {
-            let b = bytes[at];
-            if in_string {
-                // Most of a trace is inside strings: jump to the next quote or escape.
-                match memchr::memchr2(b'"', b'\\', &bytes[at..]) {
-                    None => return None,
-                    Some(skip) => at += skip,
-                }
-                match bytes[at] {
-                    b'\\' => at += 1,
-                    _ => in_string = false,
-                }
-            } else {
-                match b {
-                    b'"' => in_string = true,
-                    b'{' | b'[' => {
-                        depth += 1;
-                        if depth > STRUCTURAL_DEPTH_LIMIT {
-                            return None;
-                        }
-                    }
-                    // The array's own bracket: a scalar item ends before it.
-                    b'}' | b']' if depth == 0 => break,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            // An object or array item ends with its closing bracket.
-                            at += 1;
-                            break;
-                        }
-                    }
-                    b',' if depth == 0 => break,
-                    _ => {}
-                }
+        let (item, next) = array_item_at(text, at)?;
+        if items.is_empty() {
+            let first: Value = serde_json::from_str(item).ok()?;
+            if !matches!(classify_item(&first), Ok(Format::Events)) {
+                return None;
             }
-            at += 1;
-        }
-        if in_string || at >= bytes.len() {
-            return None;
-        }
-        let item = text
-            .get(start..at)?
-            .trim_end_matches([' ', '\t', '\n', '\r']);
-        if item.is_empty() {
-            return None;
         }
         items.push(RawItem {
             text: item,
             line: 0,
         });
-        at = skip_space(at);
-        match bytes.get(at)? {
-            b',' => at = skip_space(at + 1),
-            b']' if at == bytes.len() - 1 => return Some(items),
+        match bytes.get(next)? {
+            b',' => at = skip_json_space(bytes, next + 1),
+            b']' if next == bytes.len() - 1 => return Some(items),
             _ => return None,
         }
     }
+}
+
+fn skip_json_space(bytes: &[u8], mut at: usize) -> usize {
+    while bytes
+        .get(at)
+        .is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+    {
+        at += 1;
+    }
+    at
+}
+
+/// The array item of `text` starting at `at` (strings and brackets followed, the contents not
+/// validated), and where what follows it starts (past white space).
+fn array_item_at(text: &str, start: usize) -> Option<(&str, usize)> {
+    let bytes = text.as_bytes();
+    let mut at = start;
+    let mut depth = 0usize;
+    let mut in_string = false;
+    while at < bytes.len() {
+        if in_string {
+            // Most of a trace is inside strings: jump to the next quote or escape.
+            at += memchr::memchr2(b'"', b'\\', &bytes[at..])?;
+            match bytes[at] {
+                b'\\' => at += 1,
+                _ => in_string = false,
+            }
+        } else {
+            match bytes[at] {
+                b'"' => in_string = true,
+                b'{' | b'[' => {
+                    depth += 1;
+                    if depth > STRUCTURAL_DEPTH_LIMIT {
+                        return None;
+                    }
+                }
+                // The array's own bracket: a scalar item ends before it.
+                b'}' | b']' if depth == 0 => break,
+                b'}' | b']' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        // An object or array item ends with its closing bracket.
+                        at += 1;
+                        break;
+                    }
+                }
+                b',' if depth == 0 => break,
+                _ => {}
+            }
+        }
+        at += 1;
+    }
+    if in_string || at >= bytes.len() {
+        return None;
+    }
+    let item = text
+        .get(start..at)?
+        .trim_end_matches([' ', '\t', '\n', '\r']);
+    (!item.is_empty()).then(|| (item, skip_json_space(bytes, at)))
 }
 
 /// One item's exact bytes and where it came from.
@@ -564,10 +578,7 @@ mod tests {
             format!("[{event},\"open]"),
             deep,
         ] {
-            assert!(
-                split_array_structurally(input.trim()).is_none(),
-                "{input:?}"
-            );
+            assert!(split_event_array(input.trim()).is_none(), "{input:?}");
             let unchecked = detect_and_split_unchecked(&input).map(|(d, items, validated)| {
                 assert!(validated);
                 (
