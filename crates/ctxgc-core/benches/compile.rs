@@ -5,6 +5,8 @@
 //! - `incremental/append1_compile`: a live session of 100k events; append one event and bring
 //!   the plan up to date (what an agent loop pays per step).
 //! - `incremental/append1_compile_render`: the same, plus rendering the whole prompt.
+//! - `incremental/append1_compile_cache_stable`: `append1_compile` on a cache-stable session
+//!   (each event a check point that prices a compaction step).
 //!
 //! Run: `cargo bench -p ctxgc-core --bench compile`. Freeing the session is not measured
 //! (a compile's output is used, then freed, by the caller).
@@ -86,11 +88,15 @@ fn incremental(c: &mut Criterion) {
     let (_, items) = lowered(100_000);
     let last = items.last().map(|i| i.id.clone()).unwrap_or_default();
     let mut base = Session::new(Default::default());
+    let mut cache_stable = Session::new(Default::default());
+    cache_stable.enable_cache_stable(Default::default());
+    cache_stable.extend(items.clone()).expect("valid");
+    cache_stable.compile();
     base.extend(items).expect("valid");
     base.compile();
     // The session is reset to its 100k-event state every `chunk` appends (outside the
     // measurement), so every measured append lands on a session of 100k..100k+chunk events.
-    let run = |iters: u64, chunk: u64, render: bool| {
+    let run = |base: &Session, iters: u64, chunk: u64, render: bool| {
         let mut total = Duration::ZERO;
         let mut done = 0u64;
         while done < iters {
@@ -114,10 +120,13 @@ fn incremental(c: &mut Criterion) {
         total
     };
     group.bench_function("append1_compile/100000", |b| {
-        b.iter_custom(|iters| run(iters, 1000, false))
+        b.iter_custom(|iters| run(&base, iters, 1000, false))
     });
     group.bench_function("append1_compile_render/100000", |b| {
-        b.iter_custom(|iters| run(iters, 5, true))
+        b.iter_custom(|iters| run(&base, iters, 5, true))
+    });
+    group.bench_function("append1_compile_cache_stable/100000", |b| {
+        b.iter_custom(|iters| run(&cache_stable, iters, 1000, false))
     });
     group.finish();
 }

@@ -6,6 +6,7 @@
 //! cargo run --release -p ctxgc-core --example perf_probe -- first-count
 //! cargo run --release -p ctxgc-core --example perf_probe -- append1 CHAT_FILE [STEPS]
 //! cargo run --release -p ctxgc-core --example perf_probe -- live CHAT_FILE [STEPS]
+//! cargo run --release -p ctxgc-core --example perf_probe -- cache-stable-append CHAT_FILE [STEPS]
 //! cargo run --release -p ctxgc-core --example perf_probe -- gen-events N OUT
 //! cargo run --release -p ctxgc-core --example perf_probe -- gen-chat N RECORDS_JSONL OUT
 //! ```
@@ -20,7 +21,9 @@
 //! median step in microseconds. `live` does the same through a
 //! [`ctxgc_core::chat::live::LiveChat`] holding the chat (append one message, compile it, read
 //! the register) and prints the median step, and apart from it the median time to render the
-//! whole compiled document after a step. `gen-events` writes the
+//! whole compiled document after a step. `cache-stable-append` holds the chat in a
+//! cache-stable [`ctxgc_core::Session`] (as the gateway does), appends the last STEPS messages
+//! one at a time and compiles after each, and prints the median step. `gen-events` writes the
 //! generated trace of `ctxgc_core::synth::events_jsonl` (seed 42) as a JSON array;
 //! `gen-chat` writes `ctxgc_core::synth::chat_json` of the records.
 
@@ -44,7 +47,8 @@ fn ms(start: Instant) -> f64 {
 fn usage() -> ! {
     eprintln!(
         "usage: perf_probe compile FILE [REPEATS] | count FILE [REPEATS] | first-count \
-         | append1 CHAT [STEPS] | live CHAT [STEPS] | gen-events N OUT | gen-chat N RECORDS_JSONL OUT"
+         | append1 CHAT [STEPS] | live CHAT [STEPS] | cache-stable-append CHAT [STEPS] \
+         | gen-events N OUT | gen-chat N RECORDS_JSONL OUT"
     );
     std::process::exit(2)
 }
@@ -188,6 +192,45 @@ fn main() {
                 messages.len(),
                 median(steps_us),
                 median(renders_us)
+            );
+        }
+        Some("cache-stable-append") => {
+            let text = read(1);
+            let fail = |e: ctxgc_core::Error| -> ! {
+                eprintln!("perf_probe: {e}");
+                std::process::exit(1)
+            };
+            let items = match ctxgc_core::chat::compile::lower_chat_input(&text, None) {
+                Ok(ctxgc_core::chat::compile::ChatInput::Doc(doc)) => doc.items,
+                Ok(_) => {
+                    eprintln!("perf_probe: the chat is records, not one document");
+                    std::process::exit(1)
+                }
+                Err(e) => fail(e),
+            };
+            let steps = repeats(2).min(items.len().saturating_sub(1)).max(1);
+            let held = items.len() - steps;
+            let mut options = Options::default();
+            options.chat.cache = Some(Default::default());
+            let mut session = ctxgc_core::chat::compile::session_template(&options);
+            session
+                .extend(items[..held].to_vec())
+                .unwrap_or_else(|e| fail(e));
+            session.compile();
+            let times: Vec<f64> = items[held..]
+                .iter()
+                .map(|item| {
+                    let start = Instant::now();
+                    session.append(item.clone()).unwrap_or_else(|e| fail(e));
+                    session.compile();
+                    start.elapsed().as_secs_f64() * 1e6
+                })
+                .collect();
+            println!(
+                "{{\"items\":{},\"steps\":{},\"median_us\":{:.1}}}",
+                items.len(),
+                session.compaction_steps().len(),
+                median(times)
             );
         }
         Some("gen-events") => {

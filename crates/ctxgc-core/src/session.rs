@@ -383,8 +383,9 @@ impl Session {
     }
 
     /// Brings the passes up to date with items `start..end` (the items before `start` were
-    /// compiled already; those from `end` on are left for later).
-    fn compile_range(&mut self, start: usize, end: usize) {
+    /// compiled already; those from `end` on are left for later). Returns the earlier items
+    /// whose plan may have moved (more is allowed).
+    fn compile_range(&mut self, start: usize, end: usize) -> Vec<usize> {
         self.graph.refresh(end);
         self.tools.extend_to(&self.items, end);
         let fresh = self.graph.take_fresh_edges();
@@ -413,7 +414,7 @@ impl Session {
                 claims_changed.extend(pass.update(&cx, start..end, &protection_changed));
             }
         }
-        let mut candidates: Vec<usize> = claims_changed;
+        let mut candidates: Vec<usize> = claims_changed.clone();
         candidates.extend(protection_changed.iter().copied());
         candidates.extend(start..end);
         candidates.sort_unstable();
@@ -440,10 +441,15 @@ impl Session {
             fresh_edges: &fresh,
             tools: &self.tools,
         };
+        // A plan moves with the item's own survival or protection, with a structural claim,
+        // and wherever a pass says so.
+        let mut moved = claims_changed;
+        moved.extend(survival_changed.iter().copied());
         for pass in self.passes.iter_mut().filter(|p| !p.structural()) {
-            pass.update(&cx, start..end, &survival_changed);
+            moved.extend(pass.update(&cx, start..end, &survival_changed));
         }
         self.compiled = end;
+        moved
     }
 
     fn cx<'a>(&'a self) -> Cx<'a> {

@@ -443,6 +443,10 @@ pub struct Ledger {
     /// Where the back-end writes the register (the only place one is read back from).
     #[serde(default)]
     leading: register::LeadingSystem,
+    /// How many times a key's latest confident write moved (since this value was built or
+    /// loaded): when it moves, a turn's facts may have died.
+    #[serde(skip)]
+    confident_moves: u64,
 }
 
 impl Ledger {
@@ -479,6 +483,17 @@ impl Ledger {
     /// Accepted writes of turn `i`.
     pub fn writes_of(&self, i: usize) -> &[(String, Verb)] {
         self.turns.get(&i).map_or(&[], Vec::as_slice)
+    }
+
+    /// Counts the moves of any key's latest confident write (a counter, only ever compared
+    /// with itself before and after [`Ledger::apply`]).
+    pub fn confident_moves(&self) -> u64 {
+        self.confident_moves
+    }
+
+    /// The turns that wrote a fact, in order.
+    pub fn written_turns(&self) -> impl Iterator<Item = usize> + '_ {
+        self.turns.keys().copied()
     }
 
     /// When every fact turn `i` declared (assert, pin or unsure) is dead — a later confident
@@ -591,6 +606,7 @@ impl Ledger {
                     }
                     if *status != Status::Unsure {
                         state.last_confident = Some(i);
+                        self.confident_moves += 1;
                     }
                     state.current = Some(Fact {
                         value: value.clone(),
@@ -762,6 +778,7 @@ impl Ledger {
         }
         if verb.confident() {
             state.last_confident = Some(i);
+            self.confident_moves += 1;
         }
         let writes = self.turns.entry(i).or_default();
         if let Some(existing) = writes.iter_mut().find(|(k, _)| *k == key) {

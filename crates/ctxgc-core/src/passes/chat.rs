@@ -57,10 +57,13 @@ impl Pass for ChatPasses {
     }
 
     fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, changed: &[usize]) -> Vec<usize> {
+        let mut moved = Vec::new();
         for pass in &mut self.passes {
-            pass.update(cx, new.clone(), changed);
+            moved.extend(pass.update(cx, new.clone(), changed));
         }
-        Vec::new()
+        moved.sort_unstable();
+        moved.dedup();
+        moved
     }
 
     /// The first withheld rewrite in merge order, unless a pass before it claims the item (a

@@ -89,20 +89,30 @@ impl Pass for DuplicateCalls {
             self.member.insert(r, (sig.clone(), pos));
             dirty.insert(sig);
         }
+        let mut moved = Vec::new();
         for i in changed {
-            if let Some((sig, _)) = self.member.get(i) {
+            if let Some((sig, pos)) = self.member.get(i) {
                 dirty.insert(sig.clone());
+                // Both halves of a pair are retired only while both survive.
+                if let Some(&(c, r)) = self.groups.get(sig).and_then(|g| g.pairs.get(*pos)) {
+                    moved.extend([c, r]);
+                }
             }
         }
         for sig in dirty {
             if let Some(group) = self.groups.get_mut(&sig) {
-                group.first = group
+                let first = group
                     .pairs
                     .iter()
                     .position(|&(c, r)| cx.survives(c) && cx.survives(r));
+                // Every later pair names the first surviving one.
+                if first != group.first {
+                    moved.extend(group.pairs.iter().flat_map(|&(c, r)| [c, r]));
+                }
+                group.first = first;
             }
         }
-        Vec::new()
+        moved
     }
 
     fn verdict(&self, cx: &Cx<'_>, i: usize) -> Option<Verdict> {

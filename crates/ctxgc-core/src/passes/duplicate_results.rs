@@ -70,7 +70,19 @@ impl Pass for DuplicateResults {
         &DOC
     }
 
-    fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, _changed: &[usize]) -> Vec<usize> {
+    fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, changed: &[usize]) -> Vec<usize> {
+        // A stub stands while its twin survives. Survival moves rarely (retention that
+        // expires), so every stubbed item is named then.
+        let mut moved: Vec<usize> = if changed.is_empty() {
+            Vec::new()
+        } else {
+            self.stubs
+                .keys()
+                .copied()
+                .filter(|&i| i < new.start)
+                .collect()
+        };
+        moved.sort_unstable();
         for i in new {
             for r in cx.results(i) {
                 if self.config.tool_protected(&r.call.name) {
@@ -108,7 +120,7 @@ impl Pass for DuplicateResults {
                 }
             }
         }
-        Vec::new()
+        moved
     }
 
     fn verdict(&self, cx: &Cx<'_>, i: usize) -> Option<Verdict> {

@@ -75,6 +75,7 @@ impl Pass for FoldText {
         let Some(folding) = self.config.folding else {
             return Vec::new();
         };
+        let (start, answered) = (new.start, self.gate.answered_before());
         for i in new {
             self.gate.observe(i, &cx.items[i]);
             for r in cx.results(i) {
@@ -105,7 +106,8 @@ impl Pass for FoldText {
                 });
             }
         }
-        Vec::new()
+        // Rewrites of earlier outputs that an assistant turn in `new` let through.
+        self.gate.released(answered, start, &self.rewrites)
     }
 
     fn verdict(&self, _cx: &Cx<'_>, i: usize) -> Option<Verdict> {

@@ -68,6 +68,32 @@ impl LossyGate {
         self.answered_before = self.answered_before.max(i);
     }
 
+    /// The items before `start` (the first new one) that have a rewrite in `rewrites` and
+    /// that assistant turns since `before` (the value of [`LossyGate::answered_before`] then)
+    /// let through: their rewrites apply from now on. In order.
+    pub fn released<V>(
+        &self,
+        before: usize,
+        start: usize,
+        rewrites: &HashMap<usize, V>,
+    ) -> Vec<usize> {
+        let range = before..self.answered_before.min(start).max(before);
+        let mut released: Vec<usize> = if range.len() <= rewrites.len() {
+            range.filter(|i| rewrites.contains_key(i)).collect()
+        } else {
+            (rewrites.keys().copied())
+                .filter(|i| range.contains(i))
+                .collect()
+        };
+        released.sort_unstable();
+        released
+    }
+
+    /// One past the position of the latest assistant message (0: none yet).
+    pub fn answered_before(&self) -> usize {
+        self.answered_before
+    }
+
     /// True when an assistant turn follows item `i`.
     pub fn answered(&self, i: usize) -> bool {
         i < self.answered_before

@@ -95,7 +95,14 @@ pub trait Pass {
         false
     }
     /// Brings the indexes up to date: items in `new` were appended, items in `changed` changed
-    /// survival or protection. Structural passes return the items whose verdict changed.
+    /// survival or protection.
+    ///
+    /// Returns the earlier items (before `new.start`) whose verdict the new items may have
+    /// changed; more is allowed, fewer is a bug. Cache-stable sessions recheck only those
+    /// between compaction steps (and every item when survival changed), so a pass whose
+    /// verdicts move without being reported makes a live session drift from a batch compile;
+    /// debug builds check every item and panic on a miss. Structural passes return the items
+    /// whose verdict changed for either reason.
     fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, changed: &[usize]) -> Vec<usize>;
     /// The pass's verdict on item `i`, if it claims it.
     fn verdict(&self, cx: &Cx<'_>, i: usize) -> Option<Verdict>;

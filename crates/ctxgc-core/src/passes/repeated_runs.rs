@@ -46,19 +46,44 @@ impl Pass for RepeatedRuns {
         &DOC
     }
 
-    fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, _changed: &[usize]) -> Vec<usize> {
+    fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, changed: &[usize]) -> Vec<usize> {
+        let start = new.start;
+        let mut moved = Vec::new();
+        // An earlier run of the same epoch names the latest surviving one.
+        for &m in changed {
+            if let Kind::Run(run) = &cx.items[m].kind
+                && let Some(group) = self.groups.get(&run.signature)
+                && let Ok(pos) = group.binary_search_by_key(&m, |&(g, _)| g)
+            {
+                let epoch = group[pos].1;
+                moved.extend(
+                    group[..pos]
+                        .iter()
+                        .filter(|&&(_, e)| e == epoch)
+                        .map(|&(g, _)| g),
+                );
+            }
+        }
         for i in new {
             match &cx.items[i].kind {
                 Kind::FileEdit { .. } => self.edits_seen += 1,
-                Kind::Run(run) if run.success => self
-                    .groups
-                    .entry(run.signature.clone())
-                    .or_default()
-                    .push((i, self.edits_seen)),
+                Kind::Run(run) if run.success => {
+                    let group = self.groups.entry(run.signature.clone()).or_default();
+                    // The earlier runs since the last edit now name this one as the latest.
+                    moved.extend(
+                        group
+                            .iter()
+                            .rev()
+                            .take_while(|&&(_, e)| e == self.edits_seen)
+                            .map(|&(m, _)| m)
+                            .filter(|&m| m < start),
+                    );
+                    group.push((i, self.edits_seen));
+                }
                 _ => {}
             }
         }
-        Vec::new()
+        moved
     }
 
     fn verdict(&self, cx: &Cx<'_>, i: usize) -> Option<Verdict> {

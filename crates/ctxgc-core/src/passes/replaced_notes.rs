@@ -43,17 +43,25 @@ impl Pass for ReplacedNotes {
         &DOC
     }
 
-    fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, _changed: &[usize]) -> Vec<usize> {
+    fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, changed: &[usize]) -> Vec<usize> {
+        let mut moved = Vec::new();
+        // A note names the first surviving note that replaced it.
+        for &r in changed {
+            if let Kind::Note { supersedes, .. } = &cx.items[r].kind {
+                moved.extend(supersedes.iter().filter_map(|t| cx.resolve(t)));
+            }
+        }
         for i in new {
             if let Kind::Note { supersedes, .. } = &cx.items[i].kind {
                 for target in supersedes {
                     if let Some(t) = cx.resolve(target) {
                         self.replaced_by.entry(t).or_default().push(i);
+                        moved.push(t);
                     }
                 }
             }
         }
-        Vec::new()
+        moved
     }
 
     fn verdict(&self, cx: &Cx<'_>, i: usize) -> Option<Verdict> {

@@ -38,6 +38,31 @@ pub static DOC: PassDoc = PassDoc {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ResolvedErrors {
     successes: HashMap<String, Vec<usize>>,
+    /// Errors by the identity of their cause, for items before `indexed`: the errors a new
+    /// success may resolve. Not stored: rebuilt from the items after loading.
+    #[serde(skip)]
+    errors: HashMap<String, Vec<usize>>,
+    /// The errors of `errors` that no surviving success has resolved yet: those a new success
+    /// resolves.
+    #[serde(skip)]
+    open: HashMap<String, Vec<usize>>,
+    /// Errors whose cause has not arrived yet, by the cause's id.
+    #[serde(skip)]
+    waiting: HashMap<String, Vec<usize>>,
+    #[serde(skip)]
+    indexed: usize,
+}
+
+/// The position after which a success resolves error `e`: the later of the error and its
+/// cause.
+fn after_of(cx: &Cx<'_>, e: usize) -> usize {
+    match &cx.items[e].kind {
+        Kind::Error {
+            related_to: Some(cause),
+            ..
+        } => cx.resolve(cause).map_or(e, |c| c.max(e)),
+        _ => e,
+    }
 }
 
 impl Pass for ResolvedErrors {
@@ -45,18 +70,90 @@ impl Pass for ResolvedErrors {
         &DOC
     }
 
-    fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, _changed: &[usize]) -> Vec<usize> {
-        for i in new {
-            if let Kind::Run(run) = &cx.items[i].kind
-                && run.success
+    fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, changed: &[usize]) -> Vec<usize> {
+        let mut moved = Vec::new();
+        // Items before `new` not yet indexed (a session just loaded) are replayed first.
+        for i in self.indexed.min(new.start)..new.end {
+            let item = &cx.items[i];
+            if let Some(errors) = self.waiting.remove(&item.id)
+                && let Kind::Run(run) = &item.kind
             {
-                self.successes
+                self.errors
                     .entry(run.identity.clone())
                     .or_default()
-                    .push(i);
+                    .extend(&errors);
+                self.open
+                    .entry(run.identity.clone())
+                    .or_default()
+                    .extend(errors);
+            }
+            match &item.kind {
+                Kind::Error {
+                    related_to: Some(cause),
+                    ..
+                } => match cx.resolve(cause).filter(|&c| c < i) {
+                    Some(c) => {
+                        if let Kind::Run(run) = &cx.items[c].kind {
+                            self.errors.entry(run.identity.clone()).or_default().push(i);
+                            self.open.entry(run.identity.clone()).or_default().push(i);
+                        }
+                    }
+                    None => self.waiting.entry(cause.clone()).or_default().push(i),
+                },
+                Kind::Run(run) if run.success => {
+                    if i >= new.start {
+                        self.successes
+                            .entry(run.identity.clone())
+                            .or_default()
+                            .push(i);
+                    }
+                    // The open errors of this cause now name it; the others keep naming an
+                    // earlier success.
+                    if cx.survives(i)
+                        && let Some(open) = self.open.remove(&run.identity)
+                    {
+                        moved.extend(open.into_iter().filter(|&e| e < new.start));
+                    }
+                }
+                _ => {}
             }
         }
-        Vec::new()
+        self.indexed = new.end;
+        // An error names the first surviving success after it. When success `s` of a cause
+        // starts or stops surviving, the errors that move are those after the surviving
+        // success before `s` and before `s`; the open ones are those after the last surviving
+        // success. (`errors` is in order of `after`: an error is indexed when both it and its
+        // cause have arrived.)
+        for &s in changed {
+            let Kind::Run(run) = &cx.items[s].kind else {
+                continue;
+            };
+            let (Some(errors), Some(successes)) = (
+                self.errors.get(&run.identity),
+                self.successes.get(&run.identity),
+            ) else {
+                continue;
+            };
+            if !run.success {
+                continue;
+            }
+            let last_surviving_before = |end: usize| {
+                successes[..successes.partition_point(|&x| x < end)]
+                    .iter()
+                    .rev()
+                    .copied()
+                    .find(|&x| x != s && cx.survives(x))
+            };
+            let from = last_surviving_before(s)
+                .map_or(0, |p| errors.partition_point(|&e| after_of(cx, e) < p));
+            let to = errors.partition_point(|&e| after_of(cx, e) < s);
+            moved.extend(errors[from..to].iter().copied().filter(|&e| e < new.start));
+            let last = successes.iter().rev().copied().find(|&x| cx.survives(x));
+            let open_from = last.map_or(0, |l| errors.partition_point(|&e| after_of(cx, e) < l));
+            let open = errors[open_from..].to_vec();
+            self.open.insert(run.identity.clone(), open);
+        }
+        moved
     }
 
     fn verdict(&self, cx: &Cx<'_>, i: usize) -> Option<Verdict> {

@@ -78,6 +78,7 @@ impl Pass for SampleRows {
         let Some(sampling) = self.config.sampling else {
             return Vec::new();
         };
+        let (start, answered) = (new.start, self.gate.answered_before());
         for i in new {
             self.gate.observe(i, &cx.items[i]);
             for r in cx.results(i) {
@@ -111,7 +112,8 @@ impl Pass for SampleRows {
                 });
             }
         }
-        Vec::new()
+        // Rewrites of earlier outputs that an assistant turn in `new` let through.
+        self.gate.released(answered, start, &self.rewrites)
     }
 
     fn verdict(&self, _cx: &Cx<'_>, i: usize) -> Option<Verdict> {

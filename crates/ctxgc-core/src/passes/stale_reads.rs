@@ -36,6 +36,12 @@ pub static DOC: PassDoc = PassDoc {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct StaleReads {
     edits: HashMap<String, Vec<usize>>,
+    /// The reads of each path since its latest edit (the reads the next edit makes stale),
+    /// for items before `indexed`. Not stored: rebuilt from the items after loading.
+    #[serde(skip)]
+    unedited: HashMap<String, Vec<usize>>,
+    #[serde(skip)]
+    indexed: usize,
 }
 
 /// A path in the form paths are compared in.
@@ -56,12 +62,29 @@ impl Pass for StaleReads {
     }
 
     fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, _changed: &[usize]) -> Vec<usize> {
-        for i in new {
-            if let Kind::FileEdit { path, .. } = &cx.items[i].kind {
-                self.edits.entry(normalize_path(path)).or_default().push(i);
+        let mut moved = Vec::new();
+        // Items before `new` not yet indexed (a session just loaded) are replayed first.
+        for i in self.indexed.min(new.start)..new.end {
+            match &cx.items[i].kind {
+                Kind::FileRead { path } => self
+                    .unedited
+                    .entry(normalize_path(path))
+                    .or_default()
+                    .push(i),
+                Kind::FileEdit { path, .. } => {
+                    let path = normalize_path(path);
+                    let reads = self.unedited.remove(&path).unwrap_or_default();
+                    if i >= new.start {
+                        // The reads since the path's previous edit now name this one.
+                        moved.extend(reads.into_iter().filter(|&r| r < new.start));
+                        self.edits.entry(path).or_default().push(i);
+                    }
+                }
+                _ => {}
             }
         }
-        Vec::new()
+        self.indexed = new.end;
+        moved
     }
 
     fn verdict(&self, cx: &Cx<'_>, i: usize) -> Option<Verdict> {

@@ -72,6 +72,8 @@ impl Pass for SupersededFacts {
     }
 
     fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, _changed: &[usize]) -> Vec<usize> {
+        let start = new.start;
+        let moves = self.ledger.confident_moves();
         for i in new {
             let item = &cx.items[i];
             self.ledger.apply(i, item);
@@ -85,7 +87,12 @@ impl Pass for SupersededFacts {
                 self.eligible.insert(i);
             }
         }
-        Vec::new()
+        // A write that moved a key's latest confident value may kill the facts of any turn
+        // that wrote that key.
+        if self.ledger.confident_moves() == moves {
+            return Vec::new();
+        }
+        self.ledger.written_turns().filter(|&t| t < start).collect()
     }
 
     fn verdict(&self, cx: &Cx<'_>, i: usize) -> Option<Verdict> {

@@ -84,7 +84,17 @@ impl Pass for SupersededReads {
         &DOC
     }
 
-    fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, _changed: &[usize]) -> Vec<usize> {
+    fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, changed: &[usize]) -> Vec<usize> {
+        let start = new.start;
+        let mut moved = Vec::new();
+        // An earlier read names the first surviving newer one.
+        for n in changed {
+            for (_, signature, pos) in self.member.get(n).into_iter().flatten() {
+                if let Some(list) = self.reads.get(signature) {
+                    moved.extend(list[..*pos].iter().map(|e| e.slot.item));
+                }
+            }
+        }
         for i in new {
             for r in cx.results(i) {
                 // A stub of an earlier compile is not a read: it neither supersedes nor is
@@ -96,6 +106,24 @@ impl Pass for SupersededReads {
                 let error = r.is_error();
                 let list = self.reads.entry(r.call.signature.clone()).or_default();
                 if !error {
+                    // The earlier reads that no surviving read has contradicted yet (the
+                    // latest run of one result) now have this one as their newer read, if it
+                    // differs. Reads before that run already name a newer one.
+                    let mut run_hash: Option<&str> = None;
+                    let run: Vec<usize> = list
+                        .iter()
+                        .rev()
+                        .take_while(|e| {
+                            if e.error || !cx.survives(e.slot.item) {
+                                return true;
+                            }
+                            *run_hash.get_or_insert(e.hash.as_str()) == e.hash
+                        })
+                        .map(|e| e.slot.item)
+                        .collect();
+                    if run_hash != Some(hash.as_str()) {
+                        moved.extend(run.into_iter().filter(|&m| m < start));
+                    }
                     // Every earlier text read this one differs from may now be stubbed: the
                     // verdict compares its tokens with the stub's, so count them now.
                     for earlier in list
@@ -125,7 +153,9 @@ impl Pass for SupersededReads {
                 });
             }
         }
-        Vec::new()
+        moved.sort_unstable();
+        moved.dedup();
+        moved
     }
 
     fn verdict(&self, cx: &Cx<'_>, i: usize) -> Option<Verdict> {

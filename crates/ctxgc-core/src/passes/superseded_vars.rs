@@ -59,6 +59,7 @@ impl Pass for SupersededVars {
     }
 
     fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, changed: &[usize]) -> Vec<usize> {
+        let start = new.start;
         let mut dirty: BTreeSet<&str> = BTreeSet::new();
         for i in new {
             if let Some(key) = key_of(cx, i) {
@@ -78,17 +79,23 @@ impl Pass for SupersededVars {
             }
         }
         dirty.extend(changed.iter().filter_map(|&i| key_of(cx, i)));
+        let mut moved = Vec::new();
         for key in dirty {
             if let Some(history) = self.keys.get_mut(key) {
-                history.live = history
+                let live = history
                     .members
                     .iter()
                     .rev()
                     .copied()
                     .find(|&m| cx.survives(m));
+                // Every earlier value names the live one as its superseder.
+                if live != history.live {
+                    moved.extend(history.members.iter().copied().filter(|&m| m < start));
+                }
+                history.live = live;
             }
         }
-        Vec::new()
+        moved
     }
 
     fn verdict(&self, cx: &Cx<'_>, i: usize) -> Option<Verdict> {

@@ -36,6 +36,8 @@
 //! Because steps depend only on the items, a stateless caller that compiles each successive
 //! prefix of a session gets exactly the outputs of a long-lived [`Session`].
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::{ItemPlan, Session};
@@ -114,6 +116,84 @@ pub(super) struct CacheState {
     /// plan is still the one decided on arrival). Absent from snapshots written before it.
     #[serde(default)]
     changed_at_step: Vec<Option<usize>>,
+    /// What pricing a step keeps between check points. Not stored: rebuilt at the first check
+    /// point after loading.
+    #[serde(skip)]
+    tracker: Option<Tracker>,
+}
+
+/// What a check point keeps so that it costs what moved since the previous one, not the
+/// whole session (a check point follows nearly every item, so walking every earlier item
+/// made a session quadratic: 9 s for a 10k-message chat).
+#[derive(Debug, Clone, Default)]
+struct Tracker {
+    /// The eager plan of each item, as of the last check point.
+    eager: Vec<ItemPlan>,
+    /// Tokens of each item under its eager plan.
+    eager_cost: PrefixSums,
+    /// Tokens of each item under the plan in force.
+    effective_cost: PrefixSums,
+    /// The items whose eager plan differs from the plan in force, with the tokens the eager
+    /// plan saves on each (negative: it costs more).
+    differs: BTreeMap<usize, i64>,
+    /// The sum of `differs`.
+    saved: i64,
+    /// Earlier items whose eager plan may have moved since the last check point.
+    moved: Vec<usize>,
+}
+
+/// Integer values with their prefix sums, both updated in O(log n) (a Fenwick tree).
+#[derive(Debug, Clone, Default)]
+struct PrefixSums {
+    values: Vec<i64>,
+    tree: Vec<i64>,
+}
+
+impl PrefixSums {
+    fn push(&mut self, value: i64) {
+        let i = self.values.len();
+        self.values.push(value);
+        // Node `i` (1-based `i + 1`) holds the sum of the `lowbit(i + 1)` values ending at
+        // `i`: O(log n) amortised.
+        let low = (i + 1) & (i + 1).wrapping_neg();
+        self.tree.push(self.values[i + 1 - low..].iter().sum());
+    }
+
+    fn get(&self, i: usize) -> i64 {
+        self.values[i]
+    }
+
+    fn set(&mut self, i: usize, value: i64) {
+        let delta = value - self.values[i];
+        if delta == 0 {
+            return;
+        }
+        self.values[i] = value;
+        let mut n = i + 1;
+        while n <= self.tree.len() {
+            self.tree[n - 1] += delta;
+            n += n & n.wrapping_neg();
+        }
+    }
+
+    /// The sum of the values before `end`.
+    fn sum_before(&self, end: usize) -> i64 {
+        let mut n = end.min(self.tree.len());
+        let mut sum = 0;
+        while n > 0 {
+            sum += self.tree[n - 1];
+            n -= n & n.wrapping_neg();
+        }
+        sum
+    }
+
+    /// The sum of the values in `range`.
+    fn sum(&self, range: std::ops::Range<usize>) -> i64 {
+        if range.start >= range.end {
+            return 0;
+        }
+        self.sum_before(range.end) - self.sum_before(range.start)
+    }
 }
 
 /// When the decision in force for an item was taken, in cache-stable mode: what a renderer
@@ -140,6 +220,7 @@ impl CacheState {
             sent: 0,
             steps: Vec::new(),
             changed_at_step: Vec::new(),
+            tracker: None,
         }
     }
 
@@ -200,6 +281,48 @@ impl Session {
         }
     }
 
+    /// In cache-stable mode, checks that the plans kept between check points are the ones the
+    /// passes give now. Passes report every earlier item whose plan a new item moves, so that
+    /// a check point costs what moved rather than the whole session; a plan that moved
+    /// unreported would make a long-lived session decide otherwise than a batch compile.
+    /// `Err` names the first such item. `Ok` outside cache-stable mode.
+    ///
+    /// ```
+    /// use ctxgc_core::{Session, frontend::events::lower_events, session::CacheModel};
+    /// let trace = r#"[
+    ///   {"id": "e1", "type": "set_var", "timestamp": 1, "key": "x", "value": 10},
+    ///   {"id": "e2", "type": "set_var", "timestamp": 2, "key": "x", "value": 20}
+    /// ]"#;
+    /// let mut session = Session::new(Default::default());
+    /// session.enable_cache_stable(CacheModel::default());
+    /// for item in lower_events(trace, &Default::default()).unwrap() {
+    ///     session.append(item).unwrap();
+    ///     session.compile();
+    ///     assert_eq!(session.check_tracked_plans(), Ok(()));
+    /// }
+    /// ```
+    pub fn check_tracked_plans(&self) -> Result<(), String> {
+        match self.cache.as_ref().and_then(|c| c.tracker.as_ref()) {
+            Some(tracker) => match self.untracked_move(tracker) {
+                Some(i) => Err(format!(
+                    "item {i} ({}): its plan changed and no pass reported it",
+                    self.items[i].id
+                )),
+                None => Ok(()),
+            },
+            None => Ok(()),
+        }
+    }
+
+    /// The first item whose tracked plan differs from its plan now, other than those
+    /// reported as moved since the last check point.
+    fn untracked_move(&self, tracker: &Tracker) -> Option<usize> {
+        let pending: std::collections::BTreeSet<usize> = tracker.moved.iter().copied().collect();
+        (tracker.eager.iter().enumerate())
+            .find(|&(i, plan)| !pending.contains(&i) && *plan != self.eager_plan_of(i))
+            .map(|(i, _)| i)
+    }
+
     /// The compaction steps taken so far (cache-stable mode).
     pub fn compaction_steps(&self) -> &[CompactionStep] {
         self.cache.as_ref().map_or(&[], |c| c.steps.as_slice())
@@ -253,7 +376,10 @@ impl Session {
         while self.compiled < end {
             let i = self.compiled;
             self.link_range(i, i + 1);
-            self.compile_range(i, i + 1);
+            let moved = self.compile_range(i, i + 1);
+            if let Some(tracker) = self.cache.as_mut().and_then(|c| c.tracker.as_mut()) {
+                tracker.moved.extend(moved);
+            }
             let Some(tok) = self.cache.as_ref().map(|c| c.model.tokenizer) else {
                 return;
             };
@@ -300,47 +426,112 @@ impl Session {
         }
     }
 
+    /// Brings the tracker up to the first `k` items: the plans that may have moved since the
+    /// last check point, and the items that arrived, are decided again.
+    fn track(&mut self, k: usize) -> Option<Tracker> {
+        let cache = self.cache.as_mut()?;
+        let mut tracker = cache.tracker.take().unwrap_or_default();
+        let known = tracker.eager.len();
+        let mut recheck = std::mem::take(&mut tracker.moved);
+        recheck.retain(|&i| i < known);
+        recheck.sort_unstable();
+        recheck.dedup();
+        let cache = self.cache.as_ref()?;
+        for i in recheck {
+            let eager = self.eager_plan_of(i);
+            // A retirement costs the same whatever supersedes the item (the usual move: a
+            // later value names a newer superseder); only then is counting skipped.
+            let both_retired = [&eager, &tracker.eager[i]]
+                .iter()
+                .all(|p| p.action() == Action::Retire);
+            if !both_retired {
+                let cost = self.cost_under(i, &eager, cache.cost_kept[i]);
+                tracker.eager_cost.set(i, cost as i64);
+            }
+            tracker.eager[i] = eager;
+            note_difference(cache, &mut tracker, i);
+        }
+        for i in known..k {
+            let eager = self.eager_plan_of(i);
+            let kept = cache.cost_kept[i];
+            tracker
+                .eager_cost
+                .push(self.cost_under(i, &eager, kept) as i64);
+            let effective = cache
+                .effective(i)
+                .map_or(kept, |p| self.cost_under(i, p, kept));
+            tracker.effective_cost.push(effective as i64);
+            tracker.eager.push(eager);
+            note_difference(cache, &mut tracker, i);
+        }
+        // Debug builds check that no pass moved a plan without saying so.
+        #[cfg(debug_assertions)]
+        if let Some(i) = self.untracked_move(&tracker) {
+            panic!("item {i}: its plan changed and no pass reported it");
+        }
+        Some(tracker)
+    }
+
     fn consider_step(&mut self, k: usize) {
-        let Some(cache) = self.cache.as_ref() else {
+        let Some(mut tracker) = self.track(k) else {
             return;
         };
-        let model = cache.model.clone();
-        let mut saved: i64 = 0;
-        let mut first_change: Option<usize> = None;
-        let mut eager_plans = Vec::with_capacity(k);
-        for i in 0..k {
-            let eager = self.eager_plan_of(i);
-            let Some(effective) = cache.effective(i) else {
-                return;
-            };
-            if &eager != effective {
-                first_change.get_or_insert(i);
-                let kept = cache.cost_kept[i];
-                saved += self.cost_under(i, effective, kept) as i64
-                    - self.cost_under(i, &eager, kept) as i64;
-            }
-            eager_plans.push(eager);
-        }
-        let Some(first) = first_change else { return };
-        if saved < model.min_reclaim_tokens as i64 {
+        let step = self.price_step(&tracker, k);
+        let Some(cache) = self.cache.as_mut() else {
             return;
+        };
+        if let Some(mut step) = step {
+            let changed_at: Vec<usize> = tracker.differs.keys().copied().collect();
+            step.items = changed_at
+                .iter()
+                .map(|&i| self.items[i].id.clone())
+                .collect();
+            let number = cache.steps.len();
+            cache.changed_at_step.resize(k, None);
+            // The frozen plans become the eager ones. Only the changed items and those that
+            // arrived since the last step differ from what is frozen: copying just those keeps
+            // a step from costing the whole session.
+            if cache.frozen.len() == cache.boundary {
+                for &i in changed_at.iter().filter(|&&i| i < cache.boundary) {
+                    cache.frozen[i] = tracker.eager[i].clone();
+                }
+                cache
+                    .frozen
+                    .extend_from_slice(&tracker.eager[cache.boundary..k]);
+            } else {
+                cache.frozen = tracker.eager.clone();
+            }
+            for i in changed_at {
+                cache.changed_at_step[i] = Some(number);
+            }
+            cache.boundary = k;
+            cache.steps.push(step);
+            // Every plan in force is now the eager one (only the changed items' costs move).
+            for &i in tracker.differs.keys() {
+                tracker.effective_cost.set(i, tracker.eager_cost.get(i));
+            }
+            tracker.differs.clear();
+            tracker.saved = 0;
         }
-        let invalidated: usize = (first..k)
-            .map(|i| self.cost_under(i, &eager_plans[i], cache.cost_kept[i]))
-            .sum();
+        cache.tracker = Some(tracker);
+    }
+
+    /// The compaction step worth taking at check point `k` (its items still to be named), if
+    /// any.
+    fn price_step(&self, tracker: &Tracker, k: usize) -> Option<CompactionStep> {
+        let cache = self.cache.as_ref()?;
+        let model = &cache.model;
+        let (&first, _) = tracker.differs.first_key_value()?;
+        let saved = tracker.saved;
+        if saved < model.min_reclaim_tokens as i64 {
+            return None;
+        }
+        let invalidated = tracker.eager_cost.sum(first..k) as usize;
         // What the suffix from the first change costs this request without the step: what the
         // previous request held is read from the cache, what came since is written.
-        let unchanged_cost: f64 = (first..k)
-            .filter_map(|i| {
-                let effective = cache.effective(i)?;
-                let tokens = self.cost_under(i, effective, cache.cost_kept[i]) as f64;
-                Some(if i < cache.sent {
-                    tokens * model.read_multiplier
-                } else {
-                    tokens * model.write_multiplier
-                })
-            })
-            .sum();
+        let sent = cache.sent.clamp(first, k);
+        let unchanged_cost = tracker.effective_cost.sum(first..sent) as f64 * model.read_multiplier
+            + tracker.effective_cost.sum(sent..k) as f64 * model.write_multiplier;
         let turns = model.min_expected_turns.max(cache.assistant_turns as f64);
         let s = saved as f64;
         // This request writes the whole suffix under the new plans instead of paying
@@ -350,40 +541,56 @@ impl Session {
         // steps that short sessions never repay.
         let net = unchanged_cost - invalidated as f64 * model.write_multiplier
             + (turns - 1.0) * s * model.read_multiplier;
-        if net <= 0.0 {
-            return;
-        }
-        let changed_at: Vec<usize> = (0..k)
-            .filter(|&i| cache.effective(i) != Some(&eager_plans[i]))
-            .collect();
-        let changed: Vec<String> = changed_at
-            .iter()
-            .map(|&i| self.items[i].id.clone())
-            .collect();
-        if let Some(cache) = self.cache.as_mut() {
-            let step = cache.steps.len();
-            cache.changed_at_step.resize(k, None);
-            for i in changed_at {
-                cache.changed_at_step[i] = Some(step);
-            }
-            cache.frozen = eager_plans;
-            cache.boundary = k;
-            cache.steps.push(CompactionStep {
-                at: k,
-                items: changed,
-                tokens_saved: saved as usize,
-                prefix_tokens_invalidated: invalidated,
-                expected_turns: turns,
-                estimated_net: net,
-            });
-        }
+        (net > 0.0).then(|| CompactionStep {
+            at: k,
+            items: Vec::new(),
+            tokens_saved: saved as usize,
+            prefix_tokens_invalidated: invalidated,
+            expected_turns: turns,
+            estimated_net: net,
+        })
     }
+}
+
+/// Records whether item `i`'s eager plan differs from the plan in force, and what it saves.
+fn note_difference(cache: &CacheState, tracker: &mut Tracker, i: usize) {
+    let differs = cache.effective(i).is_some_and(|p| *p != tracker.eager[i]);
+    let earlier = if differs {
+        let gain = tracker.effective_cost.get(i) - tracker.eager_cost.get(i);
+        tracker.saved += gain;
+        tracker.differs.insert(i, gain)
+    } else {
+        tracker.differs.remove(&i)
+    };
+    tracker.saved -= earlier.unwrap_or(0);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::frontend::events::{EventOptions, lower_events};
+
+    #[test]
+    fn prefix_sums_agree_with_summing_every_range() {
+        let mut sums = PrefixSums::default();
+        let mut values: Vec<i64> = Vec::new();
+        for n in 0..37i64 {
+            let v = (n * 7919) % 23 - 11;
+            sums.push(v);
+            values.push(v);
+            if n % 3 == 0 {
+                let i = (n as usize * 5) % values.len();
+                values[i] = -n;
+                sums.set(i, -n);
+            }
+            for start in 0..=values.len() {
+                for end in start..=values.len() {
+                    assert_eq!(sums.sum(start..end), values[start..end].iter().sum::<i64>());
+                }
+            }
+        }
+        assert_eq!(sums.get(3), values[3]);
+    }
 
     fn items(n: usize) -> Vec<crate::ir::Item> {
         let big = "v".repeat(400);
