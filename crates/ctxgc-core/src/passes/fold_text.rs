@@ -26,16 +26,15 @@
 //!
 //! **Code.** `fold-text`.
 
-use rustc_hash::FxHashMap as HashMap;
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use super::lossy::LossyGate;
+use super::lossy::{LossyGate, Rewrites, decide_on_arrival, verdict_of};
 use super::{Cx, Pass, PassDoc};
 use crate::chat::ChatConfig;
 use crate::chat::compact::fold_unless_json;
-use crate::plan::{Action, BlockRewrite, Reason, Verdict};
+use crate::plan::{Reason, Verdict};
 
 /// This pass's doc.
 pub static DOC: PassDoc = PassDoc {
@@ -49,7 +48,7 @@ pub static DOC: PassDoc = PassDoc {
 pub struct FoldText {
     config: ChatConfig,
     #[serde(with = "crate::chat::position_map")]
-    rewrites: HashMap<usize, (Vec<BlockRewrite>, Vec<String>)>,
+    rewrites: Rewrites,
     /// When the rewrites apply (after the agent's answer; never when withheld).
     #[serde(default)]
     gate: LossyGate,
@@ -75,53 +74,32 @@ impl Pass for FoldText {
         let Some(folding) = self.config.folding else {
             return Vec::new();
         };
-        let (start, answered) = (new.start, self.gate.answered_before());
-        for i in new {
-            self.gate.observe(i, &cx.items[i]);
-            for r in cx.results(i) {
-                if self.config.tool_protected(&r.call.name) || r.written_by_ctxgc() {
-                    continue;
-                }
-                let Some(text) = r.text else { continue };
-                let hint = self.config.recovery_hint(&cx.items[i].id);
-                let Some(f) = fold_unless_json(
+        let config = &self.config;
+        decide_on_arrival(
+            cx,
+            new,
+            config,
+            (&mut self.gate, &mut self.rewrites),
+            |r| {
+                let text = r.text?;
+                let hint = config.recovery_hint(&cx.items[r.slot.item].id);
+                fold_unless_json(
                     text,
                     || r.json().is_some(),
                     folding,
-                    &self.config.safety,
+                    &config.safety,
                     &hint,
-                    self.config.tokenizer,
-                ) else {
-                    continue;
-                };
-                // A folded text's lossless form is the text itself.
-                let tok = self.config.tokenizer;
-                self.gate
-                    .record(i, || r.tokens(tok).saturating_sub(tok.count(&f.text)));
-                let entry = self.rewrites.entry(i).or_default();
-                entry.1.push(f.note);
-                entry.0.push(BlockRewrite {
-                    block: r.slot.block,
-                    text: f.text,
-                });
-            }
-        }
-        // Rewrites of earlier outputs that an assistant turn in `new` let through.
-        self.gate.released(answered, start, &self.rewrites)
+                    config.tokenizer,
+                )
+                .map(|f| (f.text, f.note))
+            },
+            // A folded text's lossless form is the text itself.
+            |r, tok| r.tokens(tok),
+        )
     }
 
     fn verdict(&self, _cx: &Cx<'_>, i: usize) -> Option<Verdict> {
-        if !self.gate.applies(i) {
-            return None;
-        }
-        let (rewrites, notes) = self.rewrites.get(&i)?;
-        Some(Verdict {
-            action: Action::Rewrite,
-            reason: Reason::FoldText,
-            by: Vec::new(),
-            rewrites: rewrites.clone(),
-            note: Some(notes.join("; ")),
-        })
+        verdict_of(&self.gate, &self.rewrites, i, Reason::FoldText)
     }
 
     fn withheld(&self, _cx: &Cx<'_>, i: usize) -> usize {

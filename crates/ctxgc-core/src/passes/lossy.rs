@@ -28,10 +28,77 @@
 //! ```
 
 use rustc_hash::FxHashMap as HashMap;
+use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
+use super::Cx;
+use crate::chat::ChatConfig;
+use crate::chat::pairing::ResultView;
 use crate::ir::{Item, Kind, Role};
+use crate::plan::{Action, BlockRewrite, Reason, Verdict};
+use crate::tokens::Tokenizer;
+
+/// The rewrites a lossy pass decided on arrival, by item: each block's rewrite, and the notes
+/// that say what was omitted.
+pub type Rewrites = HashMap<usize, (Vec<BlockRewrite>, Vec<String>)>;
+
+/// The arrival step of a lossy pass: for each tool output in `new` that is not protected nor
+/// written by ctxgc, `rewrite` gives its lossy text and note (or `None`); the rewrite is kept
+/// in `rewrites` and its saving against `lossless_tokens` recorded in `gate`. Returns the
+/// earlier items whose rewrites an assistant turn in `new` let through.
+pub(crate) fn decide_on_arrival<'a>(
+    cx: &Cx<'a>,
+    new: Range<usize>,
+    config: &ChatConfig,
+    (gate, rewrites): (&mut LossyGate, &mut Rewrites),
+    mut rewrite: impl FnMut(&ResultView<'a>) -> Option<(String, String)>,
+    lossless_tokens: impl Fn(&ResultView<'a>, Tokenizer) -> usize,
+) -> Vec<usize> {
+    let (start, answered) = (new.start, gate.answered_before());
+    let tok = config.tokenizer;
+    for i in new {
+        gate.observe(i, &cx.items[i]);
+        for r in cx.results(i) {
+            if config.tool_protected(&r.call.name) || r.written_by_ctxgc() {
+                continue;
+            }
+            let Some((text, note)) = rewrite(&r) else {
+                continue;
+            };
+            gate.record(i, || {
+                lossless_tokens(&r, tok).saturating_sub(tok.count(&text))
+            });
+            let entry = rewrites.entry(i).or_default();
+            entry.1.push(note);
+            entry.0.push(BlockRewrite {
+                block: r.slot.block,
+                text,
+            });
+        }
+    }
+    gate.released(answered, start, rewrites)
+}
+
+/// The verdict of a lossy pass on item `i`: its rewrites, once the gate lets them apply.
+pub(crate) fn verdict_of(
+    gate: &LossyGate,
+    rewrites: &Rewrites,
+    i: usize,
+    reason: Reason,
+) -> Option<Verdict> {
+    if !gate.applies(i) {
+        return None;
+    }
+    let (rewrites, notes) = rewrites.get(&i)?;
+    Some(Verdict {
+        action: Action::Rewrite,
+        reason,
+        by: Vec::new(),
+        rewrites: rewrites.clone(),
+        note: Some(notes.join("; ")),
+    })
+}
 
 /// The state a lossy pass keeps to decide when its rewrites apply.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -29,16 +29,15 @@
 //!
 //! **Code.** `sample-rows`.
 
-use rustc_hash::FxHashMap as HashMap;
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use super::lossy::LossyGate;
+use super::lossy::{LossyGate, Rewrites, decide_on_arrival, verdict_of};
 use super::{Cx, Pass, PassDoc};
 use crate::chat::ChatConfig;
 use crate::chat::compact::sample_parsed;
-use crate::plan::{Action, BlockRewrite, Reason, Verdict};
+use crate::plan::{Reason, Verdict};
 
 /// This pass's doc.
 pub static DOC: PassDoc = PassDoc {
@@ -52,7 +51,7 @@ pub static DOC: PassDoc = PassDoc {
 pub struct SampleRows {
     config: ChatConfig,
     #[serde(with = "crate::chat::position_map")]
-    rewrites: HashMap<usize, (Vec<BlockRewrite>, Vec<String>)>,
+    rewrites: Rewrites,
     /// When the rewrites apply (after the agent's answer; never when withheld).
     #[serde(default)]
     gate: LossyGate,
@@ -78,56 +77,32 @@ impl Pass for SampleRows {
         let Some(sampling) = self.config.sampling else {
             return Vec::new();
         };
-        let (start, answered) = (new.start, self.gate.answered_before());
-        for i in new {
-            self.gate.observe(i, &cx.items[i]);
-            for r in cx.results(i) {
-                if self.config.tool_protected(&r.call.name) || r.written_by_ctxgc() {
-                    continue;
-                }
-                let (Some(text), Some(value)) = (r.text, r.json()) else {
-                    continue;
-                };
-                let hint = self.config.recovery_hint(&cx.items[i].id);
-                let Some(s) = sample_parsed(
+        let config = &self.config;
+        decide_on_arrival(
+            cx,
+            new,
+            config,
+            (&mut self.gate, &mut self.rewrites),
+            |r| {
+                let (text, value) = (r.text?, r.json()?);
+                let hint = config.recovery_hint(&cx.items[r.slot.item].id);
+                sample_parsed(
                     text,
                     value,
                     sampling,
-                    &self.config.safety,
+                    &config.safety,
                     &hint,
-                    self.config.tokenizer,
-                ) else {
-                    continue;
-                };
-                // Saved against what compact-json would send in its place (lossless).
-                let tok = self.config.tokenizer;
-                self.gate.record(i, || {
-                    r.lossless_tokens(tok).saturating_sub(tok.count(&s.text))
-                });
-                let entry = self.rewrites.entry(i).or_default();
-                entry.1.push(s.note);
-                entry.0.push(BlockRewrite {
-                    block: r.slot.block,
-                    text: s.text,
-                });
-            }
-        }
-        // Rewrites of earlier outputs that an assistant turn in `new` let through.
-        self.gate.released(answered, start, &self.rewrites)
+                    config.tokenizer,
+                )
+                .map(|s| (s.text, s.note))
+            },
+            // Saved against what compact-json would send in its place (lossless).
+            |r, tok| r.lossless_tokens(tok),
+        )
     }
 
     fn verdict(&self, _cx: &Cx<'_>, i: usize) -> Option<Verdict> {
-        if !self.gate.applies(i) {
-            return None;
-        }
-        let (rewrites, notes) = self.rewrites.get(&i)?;
-        Some(Verdict {
-            action: Action::Rewrite,
-            reason: Reason::SampleRows,
-            by: Vec::new(),
-            rewrites: rewrites.clone(),
-            note: Some(notes.join("; ")),
-        })
+        verdict_of(&self.gate, &self.rewrites, i, Reason::SampleRows)
     }
 
     fn withheld(&self, _cx: &Cx<'_>, i: usize) -> usize {
