@@ -68,6 +68,16 @@ fn main() {
             std::process::exit(1)
         })
     };
+    // The chat of `append1` and `live` (a JSON array of messages) and how many of its last
+    // messages to append (STEPS, at least one, fewer than all where the chat allows).
+    let read_chat = || -> (Vec<serde_json::Value>, usize) {
+        let messages: Vec<serde_json::Value> = serde_json::from_str(&read(1)).unwrap_or_else(|e| {
+            eprintln!("perf_probe: the chat is not a JSON array of messages: {e}");
+            std::process::exit(1)
+        });
+        let steps = repeats(2).min(messages.len().saturating_sub(1)).max(1);
+        (messages, steps)
+    };
     match args.first().map(String::as_str) {
         Some("compile") => {
             let text = read(1);
@@ -124,13 +134,7 @@ fn main() {
             println!("{{\"ctxgc_ms\":{ours_ms:.3},\"tiktoken_rs_ms\":{theirs_ms:.3}}}");
         }
         Some("append1") => {
-            let text = read(1);
-            let messages: Vec<serde_json::Value> =
-                serde_json::from_str(&text).unwrap_or_else(|e| {
-                    eprintln!("perf_probe: the chat is not a JSON array of messages: {e}");
-                    std::process::exit(1)
-                });
-            let steps = repeats(2).min(messages.len().saturating_sub(1)).max(1);
+            let (messages, steps) = read_chat();
             let prefixes: Vec<String> = (messages.len() - steps..=messages.len())
                 .map(|n| serde_json::to_string(&messages[..n]).expect("messages serialise"))
                 .collect();
@@ -153,13 +157,7 @@ fn main() {
             );
         }
         Some("live") => {
-            let text = read(1);
-            let messages: Vec<serde_json::Value> =
-                serde_json::from_str(&text).unwrap_or_else(|e| {
-                    eprintln!("perf_probe: the chat is not a JSON array of messages: {e}");
-                    std::process::exit(1)
-                });
-            let steps = repeats(2).min(messages.len().saturating_sub(1)).max(1);
+            let (messages, steps) = read_chat();
             let held = messages.len() - steps;
             let start_text = serde_json::to_string(&messages[..held]).expect("messages serialise");
             let options = Options::default();

@@ -8,6 +8,9 @@ use proptest::prelude::*;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+mod common;
+use common::tracegc_fixtures;
+
 /// A deterministic random chat: lookups repeated (same or changed results), bulky JSON lists,
 /// long logs, and state declarations.
 fn session(seed: u64, turns: usize) -> Vec<Value> {
@@ -144,25 +147,6 @@ proptest! {
     fn random_sessions_are_prefix_stable_between_steps(seed in any::<u64>(), turns in 2usize..14) {
         check_prefixes(&session(seed, turns));
     }
-}
-
-/// The TraceGC fixtures bundled with the tests (MIT, see fixtures/tracegc/LICENSE).
-fn tracegc_fixtures() -> Vec<(String, String)> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tracegc");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("fixtures folder")
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
-    files
-        .into_iter()
-        .map(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            (name, std::fs::read_to_string(&p).expect("fixture reads"))
-        })
-        .collect()
 }
 
 /// Event traces under cache-stable: appended one event at a time, every rendered prompt is a

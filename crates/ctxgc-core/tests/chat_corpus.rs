@@ -9,14 +9,14 @@
 use ctxgc_core::chat::compact::decode_tables;
 use ctxgc_core::chat::compile::{ChatInput, compile_doc, lower_chat_input};
 use ctxgc_core::chat::state::strip_blocks;
-use ctxgc_core::chat::{ChatOptions, Preset, output_text};
+use ctxgc_core::chat::{Preset, output_text};
 use ctxgc_core::frontend::{Layout, split_items};
 use ctxgc_core::ir::{Block, Kind};
 use ctxgc_core::{Action, Options, Reason, receipt};
 use serde_json::Value;
 
 mod common;
-use common::corpus_dir;
+use common::{corpus_dir, preset_options};
 
 fn check_file(name: &str) {
     let Some(dir) = corpus_dir() else {
@@ -30,13 +30,7 @@ fn check_file(name: &str) {
     };
     assert!(!records.is_empty());
     for preset in [Preset::Lossless, Preset::Default, Preset::Aggressive] {
-        let options = Options {
-            chat: ChatOptions {
-                preset,
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+        let options = preset_options(preset);
         let (mut before, mut after, mut changed) = (0, 0, 0);
         let mut receipt_checked = false;
         for record in &records {

@@ -8,16 +8,13 @@ use ctxgc_core::passes::chat_pipeline;
 use ctxgc_core::{Action, Compiled, Options, Reason, Session, compile};
 use serde_json::{Value, json};
 
+mod common;
+use common::preset_options;
+
 const PRESETS: [Preset; 3] = [Preset::Lossless, Preset::Default, Preset::Aggressive];
 
 fn run(messages: &[Value], preset: Preset) -> Compiled {
-    let options = Options {
-        chat: ChatOptions {
-            preset,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
+    let options = preset_options(preset);
     compile(&Value::Array(messages.to_vec()).to_string(), &options).expect("compiles")
 }
 

@@ -8,13 +8,8 @@ use ctxgc_core::validate::validate;
 use ctxgc_core::{Action, Error, Format, Options, Reason, compile, receipt};
 use serde_json::{Value, json};
 
-fn fixture(name: &str) -> String {
-    std::fs::read_to_string(format!(
-        "{}/tests/fixtures/chat/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap()
-}
+mod common;
+use common::chat_fixture;
 
 fn to(format: Format) -> Options {
     Options {
@@ -33,7 +28,7 @@ fn every_chat_format_is_detected_and_written_back_in_kind() {
         ("anthropic_session.json", Format::Anthropic),
         ("responses_session.json", Format::Responses),
     ] {
-        let c = compile(&fixture(name), &Options::default()).unwrap();
+        let c = compile(&chat_fixture(name), &Options::default()).unwrap();
         assert_eq!(c.format, format, "{name}");
         assert!(validate(format, &c.output).unwrap().is_empty(), "{name}");
         assert!(c.tokens_after < c.tokens_before, "{name}");
@@ -53,7 +48,7 @@ fn every_field_beside_the_messages_keeps_its_bytes() {
 
 #[test]
 fn kept_messages_are_written_from_their_original_bytes() {
-    let text = fixture("corpus_samples.jsonl");
+    let text = chat_fixture("corpus_samples.jsonl");
     let ChatInput::Records(records) = lower_chat_input(&text, None).unwrap() else {
         panic!("records expected")
     };
@@ -159,7 +154,7 @@ fn a_responses_string_input_is_one_user_message() {
 
 #[test]
 fn records_compile_one_by_one_with_ids_and_receipts() {
-    let text = fixture("corpus_samples.jsonl");
+    let text = chat_fixture("corpus_samples.jsonl");
     let c = compile(&text, &Options::default()).unwrap();
     assert_eq!(c.records.len(), 4);
     assert_eq!(c.output.lines().count(), 4);
@@ -264,7 +259,7 @@ fn conversion_between_formats_stays_valid() {
         ("corpus_samples.jsonl", Format::OpenaiChat),
     ] {
         for target in [Format::OpenaiChat, Format::Anthropic, Format::Responses] {
-            let c = compile(&fixture(name), &to(target)).unwrap();
+            let c = compile(&chat_fixture(name), &to(target)).unwrap();
             assert_eq!(c.format, target);
             let reports: Vec<_> = if c.records.is_empty() {
                 vec![c.chat.clone().unwrap()]
@@ -284,7 +279,11 @@ fn conversion_between_formats_stays_valid() {
         }
     }
     // What the target cannot hold is reported, not dropped silently.
-    let c = compile(&fixture("anthropic_session.json"), &to(Format::OpenaiChat)).unwrap();
+    let c = compile(
+        &chat_fixture("anthropic_session.json"),
+        &to(Format::OpenaiChat),
+    )
+    .unwrap();
     assert!(
         c.warnings
             .iter()
@@ -295,7 +294,7 @@ fn conversion_between_formats_stays_valid() {
 #[test]
 fn earlier_output_is_a_stable_prefix_when_messages_are_appended() {
     // Compaction happens on arrival: in the lossless preset nothing already sent changes.
-    let text = fixture("corpus_samples.jsonl");
+    let text = chat_fixture("corpus_samples.jsonl");
     let lossless = Options {
         chat: ChatOptions {
             preset: Preset::Lossless,
@@ -327,7 +326,7 @@ fn earlier_output_is_a_stable_prefix_when_messages_are_appended() {
 
 #[test]
 fn lower_conversations_gives_one_conversation_per_record() {
-    let text = fixture("corpus_samples.jsonl");
+    let text = chat_fixture("corpus_samples.jsonl");
     let conversations =
         ctxgc_core::frontend::lower_conversations(&text, &Options::default()).unwrap();
     assert_eq!(conversations.len(), 4);
@@ -341,7 +340,7 @@ fn lower_conversations_gives_one_conversation_per_record() {
             .all(|c| c.format == Format::OpenaiChat && !c.items.is_empty())
     );
     let one = ctxgc_core::frontend::lower_conversations(
-        &fixture("anthropic_session.json"),
+        &chat_fixture("anthropic_session.json"),
         &Options::default(),
     )
     .unwrap();
@@ -358,11 +357,11 @@ fn the_format_read_from_message_shapes_is_the_format_of_the_parsed_document() {
         "anthropic_session.json",
         "responses_session.json",
     ]
-    .map(fixture)
+    .map(chat_fixture)
     .into_iter()
     .collect();
     // Each sampled corpus conversation as a bare message list, and as Anthropic and Responses.
-    for line in fixture("corpus_samples.jsonl")
+    for line in chat_fixture("corpus_samples.jsonl")
         .lines()
         .filter(|l| !l.trim().is_empty())
     {

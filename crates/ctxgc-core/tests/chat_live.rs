@@ -6,23 +6,13 @@
 
 use std::path::PathBuf;
 
+use ctxgc_core::chat::Preset;
 use ctxgc_core::chat::live::LiveChat;
-use ctxgc_core::chat::{ChatOptions, Preset};
 use ctxgc_core::{Error, Options, compile};
 use serde_json::Value;
 
 mod common;
-use common::corpus_dir;
-
-fn options(preset: Preset) -> Options {
-    Options {
-        chat: ChatOptions {
-            preset,
-            ..Default::default()
-        },
-        ..Default::default()
-    }
-}
+use common::{corpus_dir, preset_options};
 
 /// The list with its first `n` messages, as JSON text.
 fn prefix(messages: &[Value], n: usize) -> String {
@@ -89,7 +79,7 @@ fn corpus_conversations_compile_the_same_live() {
             }
             for preset in [Preset::Default, Preset::Lossless, Preset::Aggressive] {
                 let at = format!("{name} {} {}", record["id"], preset.name());
-                compared += replay(&at, messages, &options(preset), 5);
+                compared += replay(&at, messages, &preset_options(preset), 5);
             }
         }
     }
@@ -125,7 +115,7 @@ fn fixtures_in_every_format_compile_the_same_live() {
             // messages may not show its format in the first message.
             let options = Options {
                 from: Some(format),
-                ..options(preset)
+                ..preset_options(preset)
             };
             compared += replay(&format!("{name} {}", preset.name()), &messages, &options, 1);
         }

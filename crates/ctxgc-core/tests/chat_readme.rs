@@ -4,13 +4,11 @@
 use ctxgc_core::{Action, Options, compile};
 use serde_json::Value;
 
+mod common;
+
 #[test]
 fn airline_cabin_change() {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/chat/airline_cabin_change.json"
-    ))
-    .unwrap();
+    let text = common::chat_fixture("airline_cabin_change.json");
     let compiled = compile(&text, &Options::default()).unwrap();
     let report = compiled.chat.as_ref().unwrap();
     let output: Value = serde_json::from_str(&compiled.output).unwrap();

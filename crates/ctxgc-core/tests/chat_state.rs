@@ -9,6 +9,8 @@ use ctxgc_core::passes::chat_pipeline;
 use ctxgc_core::{Action, Compiled, Options, Reason, Session, compile};
 use serde_json::{Value, json};
 
+mod common;
+
 fn state(body: Value) -> String {
     format!("<contextgc-state>{body}</contextgc-state>")
 }
@@ -616,11 +618,7 @@ fn appending_one_message_at_a_time_gives_the_batch_plan() {
 
 #[test]
 fn identical_input_gives_identical_output_and_report() {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/chat/anthropic_session.json"
-    ))
-    .unwrap();
+    let text = common::chat_fixture("anthropic_session.json");
     let a = compile(&text, &Options::default()).unwrap();
     let b = compile(&text, &Options::default()).unwrap();
     assert_eq!(a.output, b.output);

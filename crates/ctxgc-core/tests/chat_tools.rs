@@ -6,6 +6,9 @@ use ctxgc_core::chat::{ChatOptions, Preset};
 use ctxgc_core::{Action, Compiled, Options, Reason, compile};
 use serde_json::{Value, json};
 
+mod common;
+use common::chat_fixture;
+
 fn call(id: &str, name: &str, args: Value) -> Value {
     json!({"role": "assistant", "content": null, "tool_calls": [
         {"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}}]})
@@ -456,17 +459,9 @@ fn the_system_prompt_is_never_altered() {
     assert_eq!(out[0]["content"], policy.as_str());
 }
 
-fn fixture(name: &str) -> String {
-    std::fs::read_to_string(format!(
-        "{}/tests/fixtures/chat/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap()
-}
-
 #[test]
 fn thinking_blocks_are_never_edited_and_their_turns_never_retired() {
-    let text = fixture("anthropic_session.json");
+    let text = chat_fixture("anthropic_session.json");
     let c = compile(&text, &preset(Preset::Aggressive).into_options()).unwrap();
     let out: Value = serde_json::from_str(&c.output).unwrap();
     let input: Value = serde_json::from_str(&text).unwrap();
@@ -495,7 +490,7 @@ impl IntoOptions for ChatOptions {
 
 #[test]
 fn one_message_can_carry_several_decisions() {
-    let c = compile(&fixture("anthropic_session.json"), &Options::default()).unwrap();
+    let c = compile(&chat_fixture("anthropic_session.json"), &Options::default()).unwrap();
     let d = c.decisions.iter().find(|d| d.id == "m4").unwrap();
     assert_eq!(d.action, Action::Rewrite);
     assert_eq!(

@@ -2,31 +2,15 @@
 //! showed it: data destroyed by compiling an output again, system prompt text taken for a
 //! register.
 
-use std::path::PathBuf;
-
-use ctxgc_core::chat::{ChatOptions, Preset};
+use ctxgc_core::chat::Preset;
 use ctxgc_core::{Action, Compiled, Options, Reason, compile};
 use serde_json::{Value, json};
 
-fn fixture(name: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/chat")
-        .join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn options(preset: Preset) -> Options {
-    Options {
-        chat: ChatOptions {
-            preset,
-            ..Default::default()
-        },
-        ..Default::default()
-    }
-}
+mod common;
+use common::{chat_fixture, preset_options};
 
 fn run(text: &str, preset: Preset) -> Compiled {
-    compile(text, &options(preset)).expect("compiles")
+    compile(text, &preset_options(preset)).expect("compiles")
 }
 
 const PRESETS: [Preset; 3] = [Preset::Lossless, Preset::Default, Preset::Aggressive];
@@ -42,7 +26,7 @@ fn item_2_compiling_an_output_again_changes_nothing() {
         "responses_session.json",
     ] {
         for preset in PRESETS {
-            let first = run(&fixture(name), preset);
+            let first = run(&chat_fixture(name), preset);
             let second = run(&first.output, preset);
             assert_eq!(
                 second.output,
@@ -62,7 +46,7 @@ fn item_2_compiling_an_output_again_changes_nothing() {
 
     // The shape of the report: the first compile stubs the later identical result, and the
     // earlier one, which the stub points at, survives every later compile.
-    let first = run(&fixture("anthropic_session.json"), Preset::Default);
+    let first = run(&chat_fixture("anthropic_session.json"), Preset::Default);
     assert!(
         first
             .output
@@ -271,7 +255,7 @@ fn item_1_a_long_cycle_neither_overflows_nor_grows_quadratically() {
 /// of the input: it compiles exactly as the same input without one.
 #[test]
 fn item_5_a_byte_order_mark_is_accepted() {
-    let doc = fixture("anthropic_session.json");
+    let doc = chat_fixture("anthropic_session.json");
     let plain = run(&doc, Preset::Default);
     let marked = run(&format!("\u{feff}{doc}"), Preset::Default);
     assert_eq!(marked.output, plain.output);

@@ -1,27 +1,11 @@
 //! Behaviour of the event-trace compiler on hand-written traces and on the TraceGC fixtures.
 
-use std::path::PathBuf;
-
 use ctxgc_core::frontend::events::{EventOptions, lower_events};
 use ctxgc_core::{Action, Error, Options, Reason, Session, compile, receipt};
 use serde_json::{Value, json};
 
-fn fixtures() -> Vec<(String, String)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tracegc");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("fixture dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
-    files
-        .into_iter()
-        .map(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            (name, std::fs::read_to_string(&p).expect("fixture reads"))
-        })
-        .collect()
-}
+mod common;
+use common::tracegc_fixtures;
 
 fn jsonl(events: &[Value]) -> String {
     events.iter().map(|e| format!("{e}\n")).collect()
@@ -219,7 +203,7 @@ fn a_50_mb_payload_compiles() {
 
 #[test]
 fn all_tracegc_fixtures_compile_and_shrink() {
-    let fixtures = fixtures();
+    let fixtures = tracegc_fixtures();
     assert_eq!(fixtures.len(), 9);
     for (name, text) in fixtures {
         let out = compile(&text, &Options::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -244,7 +228,10 @@ fn all_tracegc_fixtures_compile_and_shrink() {
 
 #[test]
 fn medium_fixtures_collapse_their_injected_cycle() {
-    for (name, text) in fixtures().into_iter().filter(|(n, _)| n.contains("medium")) {
+    for (name, text) in tracegc_fixtures()
+        .into_iter()
+        .filter(|(n, _)| n.contains("medium"))
+    {
         let out = compile(&text, &Options::default()).unwrap();
         let cyc: Vec<_> = out
             .decisions
@@ -258,7 +245,7 @@ fn medium_fixtures_collapse_their_injected_cycle() {
 
 #[test]
 fn receipts_give_back_the_exact_bytes() {
-    for (name, text) in fixtures() {
+    for (name, text) in tracegc_fixtures() {
         let out = compile(&text, &Options::default()).unwrap();
         let session =
             ctxgc_core::compile::compile_event_session(&text, &Options::default()).unwrap();
@@ -275,13 +262,13 @@ fn receipts_give_back_the_exact_bytes() {
             assert_eq!(decision.action, Action::Retire);
         }
     }
-    let err = receipt(&fixtures()[0].1, &Options::default(), "nope").unwrap_err();
+    let err = receipt(&tracegc_fixtures()[0].1, &Options::default(), "nope").unwrap_err();
     assert!(err.to_string().contains("no item with id \"nope\""));
 }
 
 #[test]
 fn compiling_twice_is_byte_identical() {
-    for (_, text) in fixtures() {
+    for (_, text) in tracegc_fixtures() {
         let a = serde_json::to_string(&compile(&text, &Options::default()).unwrap()).unwrap();
         let b = serde_json::to_string(&compile(&text, &Options::default()).unwrap()).unwrap();
         assert_eq!(a, b);
@@ -383,7 +370,7 @@ fn stubs_cost_less_than_what_they_replace_on_generated_traces() {
 
 #[test]
 fn appending_one_by_one_equals_compiling_the_whole_trace() {
-    for (name, text) in fixtures() {
+    for (name, text) in tracegc_fixtures() {
         let items = lower_events(&text, &EventOptions::default()).unwrap();
         let whole = ctxgc_core::compile::compile_event_session(&text, &Options::default()).unwrap();
         let mut session = Session::new(Default::default());
@@ -416,7 +403,7 @@ fn the_caller_s_events_are_not_mutated_and_order_is_stable() {
 
 #[test]
 fn a_session_survives_a_serde_round_trip_and_resumes() {
-    for (name, text) in fixtures() {
+    for (name, text) in tracegc_fixtures() {
         let items = lower_events(&text, &EventOptions::default()).unwrap();
         let (head, tail) = items.split_at(items.len() / 2);
         let mut session = Session::new(Default::default());

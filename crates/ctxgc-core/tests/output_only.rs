@@ -83,12 +83,7 @@ fn every_corpus_file_sends_the_same_output() {
         eprintln!("note: corpus not found (set CTXGC_CORPUS); skipped");
         return;
     };
-    let mut names: Vec<_> = std::fs::read_dir(&dir)
-        .expect("corpus directory reads")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-        .collect();
-    names.sort();
+    let names = common::files_with_extension(&dir, "jsonl");
     assert!(!names.is_empty(), "no corpus files in {}", dir.display());
     for path in names {
         let text = std::fs::read_to_string(&path).expect("corpus file reads");

@@ -1,26 +1,13 @@
 //! Properties over generated inputs: the parser never panics, and incremental compilation in
 //! any chunking equals compiling the whole trace.
 
-use ctxgc_core::frontend::events::{EventOptions, lower_events};
+use ctxgc_core::frontend::events::{EVENT_TYPES, EventOptions, lower_events};
 use ctxgc_core::{Options, Session, compile};
 use proptest::prelude::*;
 
 fn event_strategy() -> impl Strategy<Value = serde_json::Value> {
-    let ty = prop::sample::select(vec![
-        "set_var",
-        "tool_call",
-        "tool_result",
-        "abandon",
-        "decision",
-        "file_read",
-        "file_edit",
-        "command_run",
-        "test_run",
-        "error",
-        "edge_injection",
-        "verification",
-        "mystery",
-    ]);
+    // Every known event type, and one the front-end does not know.
+    let ty = prop::sample::select([&EVENT_TYPES[..], &["mystery"]].concat());
     let id = 0u8..12;
     let field_value = prop_oneof![
         Just(serde_json::Value::Null),

@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 
 use crate::error::{Diagnostic, Error};
 use crate::frontend::{Layout, RawItem, split_items};
-use crate::ir::{Format, Item};
+use crate::ir::{Format, Item, Kind};
 
 /// How the items sat in the input, so the output can be written the same way.
 #[derive(Debug, Clone, PartialEq)]
@@ -438,6 +438,24 @@ impl ResultCheck {
     }
 }
 
+/// A field that must be a string or a list, as found ([`Problems::string_or_list`]).
+pub(crate) enum StringOrList<'v> {
+    /// A string.
+    String(&'v String),
+    /// A list.
+    List(&'v Vec<Value>),
+}
+
+impl StringOrList<'_> {
+    /// The field's value, copied.
+    pub(crate) fn to_value(&self) -> Value {
+        match self {
+            StringOrList::String(s) => Value::String((*s).clone()),
+            StringOrList::List(list) => Value::Array((*list).clone()),
+        }
+    }
+}
+
 /// Collects per-item problems while lowering, then fails with all of them at once.
 #[derive(Debug, Default)]
 pub struct Problems(pub Vec<Diagnostic>);
@@ -453,6 +471,76 @@ impl Problems {
     ) {
         self.0
             .push(Diagnostic::new(index, Some(id.to_owned()), field, message));
+    }
+
+    /// Adds "expected `what`, found <the JSON type of `found`>" at `field`.
+    pub(crate) fn expected(
+        &mut self,
+        index: usize,
+        id: &str,
+        field: &str,
+        what: &str,
+        found: &Value,
+    ) {
+        self.push(
+            index,
+            id,
+            Some(field),
+            format!("expected {what}, found {}", type_name(found)),
+        );
+    }
+
+    /// `value[field]` when it is a string or a list (of `list_of`); otherwise records that
+    /// it is missing or what it is instead.
+    pub(crate) fn string_or_list<'v>(
+        &mut self,
+        index: usize,
+        id: &str,
+        value: &'v Value,
+        field: &str,
+        list_of: &str,
+    ) -> Option<StringOrList<'v>> {
+        match value.get(field) {
+            Some(Value::String(s)) => Some(StringOrList::String(s)),
+            Some(Value::Array(list)) => Some(StringOrList::List(list)),
+            Some(other) => {
+                let what = format!("a string or a list of {list_of}");
+                self.expected(index, id, field, &what, other);
+                None
+            }
+            None => {
+                self.push(index, id, Some(field), "missing");
+                None
+            }
+        }
+    }
+
+    /// `value[field]` when it is a non-empty string; otherwise records that it is empty,
+    /// not a string, or missing (said as `missing`), under the name `at`.
+    pub(crate) fn non_empty_string<'v>(
+        &mut self,
+        index: usize,
+        id: &str,
+        value: &'v Value,
+        field: &str,
+        at: &str,
+        missing: &str,
+    ) -> Option<&'v str> {
+        match value.get(field) {
+            Some(Value::String(s)) if !s.is_empty() => Some(s),
+            Some(Value::String(_)) => {
+                self.push(index, id, Some(at), "must not be empty");
+                None
+            }
+            Some(other) => {
+                self.expected(index, id, at, "a string", other);
+                None
+            }
+            None => {
+                self.push(index, id, Some(at), missing);
+                None
+            }
+        }
     }
 
     /// `Ok(value)` when nothing was found, else every problem.
@@ -483,6 +571,38 @@ pub fn duplicate_key_problem(
         Some(&field),
         format!("{d} (JSON readers disagree on which value counts; keep one)"),
     )
+}
+
+/// An item of a chat document (a message, or a Responses item) with its exact bytes: chats
+/// carry no sequence edges, timestamps, retention or extra fields.
+pub(crate) fn chat_item(id: String, raw: &str, kind: Kind) -> Item {
+    Item {
+        id,
+        raw: raw.to_owned(),
+        kind,
+        parent: None,
+        timestamp: None,
+        retention: Default::default(),
+        extra: None,
+    }
+}
+
+/// Parses every item, names each by its provider id ([`parse_with_ids`]) and lowers it with
+/// `lower` (given its position, id and value); every problem is reported.
+pub(crate) fn lower_each(
+    raw: &[RawItem<'_>],
+    mut lower: impl FnMut(usize, &str, &Value, &mut Problems) -> Option<Kind>,
+) -> Result<Vec<Item>, Error> {
+    let mut problems = Problems::default();
+    let (values, ids) = parse_with_ids(raw, &mut problems);
+    let mut items = Vec::with_capacity(raw.len());
+    for (index, (value, raw)) in values.iter().zip(raw).enumerate() {
+        let Some(value) = value else { continue };
+        if let Some(kind) = lower(index, &ids[index], value, &mut problems) {
+            items.push(chat_item(ids[index].clone(), raw.text, kind));
+        }
+    }
+    problems.finish(items)
 }
 
 /// Parses every item (each problem recorded) and names each by its provider id where it has

@@ -23,26 +23,15 @@
 
 use serde_json::Value;
 
-use crate::chat::lowering::{Problems, assign_ids, parse_item, type_name};
+use crate::chat::lowering::{Problems, StringOrList, assign_ids, chat_item, parse_item, type_name};
 use crate::error::{Diagnostic, Error};
+use crate::formats::set_output_text;
 use crate::frontend::RawItem;
 use crate::ir::{Block, Call, Item, Kind, Message, Role, ToolOutput};
 use crate::plan::BlockRewrite;
 
 /// The id of the item lowered from the top-level `system`.
 pub const SYSTEM_ID: &str = "system";
-
-fn item(id: String, raw: &str, message: Message) -> Item {
-    Item {
-        id,
-        raw: raw.to_owned(),
-        kind: Kind::Message(message),
-        parent: None,
-        timestamp: None,
-        retention: Default::default(),
-        extra: None,
-    }
-}
 
 /// Lowers the system prompt's raw bytes (a string or a list of text blocks).
 pub fn lower_system(raw: &str) -> Result<Item, Error> {
@@ -71,13 +60,13 @@ pub fn lower_system(raw: &str) -> Result<Item, Error> {
             )]));
         }
     };
-    Ok(item(
+    Ok(chat_item(
         SYSTEM_ID.into(),
         raw,
-        Message {
+        Kind::Message(Message {
             role: Role::System,
             blocks,
-        },
+        }),
     ))
 }
 
@@ -99,7 +88,11 @@ pub fn lower_raw(raw: &[RawItem<'_>], system: Option<&str>) -> Result<Vec<Item>,
     for (index, (value, raw)) in values.iter().zip(raw).enumerate() {
         let Some(value) = value else { continue };
         if let Some(message) = lower_message(index, &ids[index], value, &mut problems) {
-            items.push(item(ids[index].clone(), raw.text, message));
+            items.push(chat_item(
+                ids[index].clone(),
+                raw.text,
+                Kind::Message(message),
+            ));
         }
     }
     problems.finish(items)
@@ -108,12 +101,8 @@ pub fn lower_raw(raw: &[RawItem<'_>], system: Option<&str>) -> Result<Vec<Item>,
 fn block(index: usize, id: &str, k: usize, b: &Value, problems: &mut Problems) -> Block {
     let field = |f: &str| format!("content[{k}].{f}");
     let Value::Object(map) = b else {
-        problems.push(
-            index,
-            id,
-            Some(&format!("content[{k}]")),
-            format!("expected a content block object, found {}", type_name(b)),
-        );
+        let at = format!("content[{k}]");
+        problems.expected(index, id, &at, "a content block object", b);
         return Block::Other;
     };
     match map.get("type").and_then(Value::as_str) {
@@ -162,15 +151,8 @@ fn block(index: usize, id: &str, k: usize, b: &Value, problems: &mut Problems) -
             Some(call_id) if !call_id.is_empty() => {
                 let output = map.get("content").cloned().unwrap_or(Value::Null);
                 if !matches!(output, Value::Null | Value::String(_) | Value::Array(_)) {
-                    problems.push(
-                        index,
-                        id,
-                        Some(&field("content")),
-                        format!(
-                            "expected a string or a list of blocks, found {}",
-                            type_name(&output)
-                        ),
-                    );
+                    let at = field("content");
+                    problems.expected(index, id, &at, "a string or a list of blocks", &output);
                 }
                 Block::ToolResult(ToolOutput {
                     call_id: call_id.to_owned(),
@@ -225,12 +207,7 @@ pub fn lower_message(
             return None;
         }
         Some(other) => {
-            problems.push(
-                index,
-                id,
-                Some("role"),
-                format!("expected a string, found {}", type_name(other)),
-            );
+            problems.expected(index, id, "role", "a string", other);
             return None;
         }
         None => {
@@ -238,49 +215,15 @@ pub fn lower_message(
             return None;
         }
     };
-    let blocks = match value.get("content") {
-        Some(Value::String(s)) => vec![Block::Text { text: s.clone() }],
-        Some(Value::Array(list)) => list
+    let blocks = match problems.string_or_list(index, id, value, "content", "blocks")? {
+        StringOrList::String(s) => vec![Block::Text { text: s.clone() }],
+        StringOrList::List(list) => list
             .iter()
             .enumerate()
             .map(|(k, b)| block(index, id, k, b, problems))
             .collect(),
-        Some(other) => {
-            problems.push(
-                index,
-                id,
-                Some("content"),
-                format!(
-                    "expected a string or a list of blocks, found {}",
-                    type_name(other)
-                ),
-            );
-            return None;
-        }
-        None => {
-            problems.push(index, id, Some("content"), "missing");
-            return None;
-        }
     };
     Some(Message { role, blocks })
-}
-
-fn set_result_text(result: &mut serde_json::Map<String, Value>, text: &str) {
-    if let Some(Value::Array(parts)) = result.get_mut("content") {
-        let texts: Vec<usize> = parts
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.get("type").and_then(Value::as_str) == Some("text"))
-            .map(|(k, _)| k)
-            .collect();
-        if let [k] = texts[..]
-            && let Some(part) = parts[k].as_object_mut()
-        {
-            part.insert("text".into(), Value::String(text.to_owned()));
-            return;
-        }
-    }
-    result.insert("content".into(), Value::String(text.to_owned()));
 }
 
 /// Replaces the content of rewritten blocks in a message (or in the system prompt's value).
@@ -305,7 +248,11 @@ pub fn apply_rewrites(value: &mut Value, rewrites: &[BlockRewrite]) -> Result<()
                     Some("text") => {
                         b.insert("text".into(), Value::String(rw.text.clone()));
                     }
-                    Some("tool_result") => set_result_text(b, &rw.text),
+                    Some("tool_result") => {
+                        // A result without content gets one.
+                        let slot = b.entry("content").or_insert(Value::Null);
+                        set_output_text(slot, &rw.text, &["text"]);
+                    }
                     Some("thinking" | "redacted_thinking") => {
                         return Err("thinking blocks are never edited".into());
                     }

@@ -159,6 +159,30 @@ impl Lowered<'_> {
     }
 }
 
+/// Writes `text` as a tool output held in `slot`: into its one text part (a part whose
+/// `type` is one of `text_types`) when it is a list with exactly one, else as the whole output.
+pub(crate) fn set_output_text(slot: &mut Value, text: &str, text_types: &[&str]) {
+    if let Value::Array(parts) = slot {
+        let texts: Vec<usize> = parts
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| {
+                p.get("type")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| text_types.contains(&t))
+            })
+            .map(|(k, _)| k)
+            .collect();
+        if let [k] = texts[..]
+            && let Some(part) = parts[k].as_object_mut()
+        {
+            part.insert("text".into(), Value::String(text.to_owned()));
+            return;
+        }
+    }
+    *slot = Value::String(text.to_owned());
+}
+
 /// The error of a chat-only operation asked of a format that is not a chat.
 fn not_chat(name: &str) -> String {
     format!("{name} is not a chat format")

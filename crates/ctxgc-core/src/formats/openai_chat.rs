@@ -21,8 +21,9 @@
 
 use serde_json::Value;
 
-use crate::chat::lowering::{Problems, parse_arguments, parse_with_ids, type_name};
+use crate::chat::lowering::{Problems, lower_each, parse_arguments, type_name};
 use crate::error::Error;
+use crate::formats::set_output_text;
 use crate::frontend::{Layout, RawItem, split_items};
 use crate::ir::{Block, Call, Item, Kind, Message, Role, ToolOutput};
 use crate::plan::BlockRewrite;
@@ -53,25 +54,9 @@ pub fn lower_messages(text: &str) -> Result<Vec<Item>, Error> {
 
 /// Lowers messages already split into their exact bytes; every problem is reported.
 pub fn lower_raw(raw: &[RawItem<'_>]) -> Result<Vec<Item>, Error> {
-    let mut problems = Problems::default();
-    let (values, ids) = parse_with_ids(raw, &mut problems);
-    let mut items = Vec::with_capacity(raw.len());
-    for (index, (value, raw)) in values.iter().zip(raw).enumerate() {
-        let Some(value) = value else { continue };
-        let id = &ids[index];
-        if let Some(message) = lower_message(index, id, value, &mut problems) {
-            items.push(Item {
-                id: id.clone(),
-                raw: raw.text.to_owned(),
-                kind: Kind::Message(message),
-                parent: None,
-                timestamp: None,
-                retention: Default::default(),
-                extra: None,
-            });
-        }
-    }
-    problems.finish(items)
+    lower_each(raw, |index, id, value, problems| {
+        lower_message(index, id, value, problems).map(Kind::Message)
+    })
 }
 
 fn role_of(value: &Value) -> Result<(Role, &str), String> {
@@ -123,12 +108,8 @@ fn content_blocks(
                         }
                     }
                     other => {
-                        problems.push(
-                            index,
-                            id,
-                            Some(&format!("content[{k}]")),
-                            format!("expected a content part object, found {}", type_name(other)),
-                        );
+                        let at = format!("content[{k}]");
+                        problems.expected(index, id, &at, "a content part object", other);
                         Block::Other
                     }
                 };
@@ -136,15 +117,8 @@ fn content_blocks(
             })
             .collect(),
         Some(other) => {
-            problems.push(
-                index,
-                id,
-                Some("content"),
-                format!(
-                    "expected a string, a list of parts or null, found {}",
-                    type_name(other)
-                ),
-            );
+            let what = "a string, a list of parts or null";
+            problems.expected(index, id, "content", what, other);
             Vec::new()
         }
     }
@@ -159,34 +133,13 @@ fn tool_call(
 ) -> Option<Call> {
     let field = |f: &str| format!("tool_calls[{k}].{f}");
     let Value::Object(map) = call else {
-        problems.push(
-            index,
-            id,
-            Some(&format!("tool_calls[{k}]")),
-            format!("expected an object, found {}", type_name(call)),
-        );
+        let at = format!("tool_calls[{k}]");
+        problems.expected(index, id, &at, "an object", call);
         return None;
     };
-    let call_id = match map.get("id") {
-        Some(Value::String(s)) if !s.is_empty() => s.clone(),
-        Some(Value::String(_)) => {
-            problems.push(index, id, Some(&field("id")), "must not be empty");
-            return None;
-        }
-        Some(other) => {
-            problems.push(
-                index,
-                id,
-                Some(&field("id")),
-                format!("expected a string, found {}", type_name(other)),
-            );
-            return None;
-        }
-        None => {
-            problems.push(index, id, Some(&field("id")), "missing");
-            return None;
-        }
-    };
+    let call_id = problems
+        .non_empty_string(index, id, call, "id", &field("id"), "missing")?
+        .to_owned();
     let (name, arguments) = if let Some(function) = map.get("function") {
         let name = function.get("name").and_then(Value::as_str);
         let arguments = match function.get("arguments") {
@@ -258,47 +211,16 @@ pub fn blocks_with_paths(
                     }
                 }
             } else {
-                match value.get("tool_call_id") {
-                    Some(Value::String(s)) if !s.is_empty() => s.clone(),
-                    Some(Value::String(_)) => {
-                        problems.push(index, id, Some("tool_call_id"), "must not be empty");
-                        return None;
-                    }
-                    Some(other) => {
-                        problems.push(
-                            index,
-                            id,
-                            Some("tool_call_id"),
-                            format!("expected a string, found {}", type_name(other)),
-                        );
-                        return None;
-                    }
-                    None => {
-                        problems.push(
-                            index,
-                            id,
-                            Some("tool_call_id"),
-                            "missing: a tool message must name the call it answers",
-                        );
-                        return None;
-                    }
-                }
+                let missing = "missing: a tool message must name the call it answers";
+                problems
+                    .non_empty_string(index, id, value, "tool_call_id", "tool_call_id", missing)?
+                    .to_owned()
             };
             let output = match value.get("content") {
                 None | Some(Value::Null) => Value::String(String::new()),
-                Some(v @ (Value::String(_) | Value::Array(_))) => v.clone(),
-                Some(other) => {
-                    problems.push(
-                        index,
-                        id,
-                        Some("content"),
-                        format!(
-                            "expected a string or a list of parts, found {}",
-                            type_name(other)
-                        ),
-                    );
-                    return None;
-                }
+                Some(_) => problems
+                    .string_or_list(index, id, value, "content", "parts")?
+                    .to_value(),
             };
             let is_error = value.get("error").and_then(Value::as_bool).unwrap_or(false)
                 || value
@@ -325,12 +247,7 @@ pub fn blocks_with_paths(
                         }
                     }
                 }
-                Some(other) => problems.push(
-                    index,
-                    id,
-                    Some("tool_calls"),
-                    format!("expected a list, found {}", type_name(other)),
-                ),
+                Some(other) => problems.expected(index, id, "tool_calls", "a list", other),
             }
             if let Some(fc) = value.get("function_call").filter(|v| !v.is_null()) {
                 match fc.get("name").and_then(Value::as_str) {
@@ -373,29 +290,6 @@ pub fn lower_message(
     })
 }
 
-fn set_output_text(slot: &mut Value, text: &str) {
-    if let Value::Array(parts) = slot {
-        let texts: Vec<usize> = parts
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| {
-                matches!(
-                    p.get("type").and_then(Value::as_str),
-                    Some("text" | "input_text" | "output_text")
-                )
-            })
-            .map(|(k, _)| k)
-            .collect();
-        if let [k] = texts[..]
-            && let Some(part) = parts[k].as_object_mut()
-        {
-            part.insert("text".into(), Value::String(text.to_owned()));
-            return;
-        }
-    }
-    *slot = Value::String(text.to_owned());
-}
-
 /// Replaces the content of rewritten blocks in a message (parsed from its original bytes).
 pub fn apply_rewrites(value: &mut Value, rewrites: &[BlockRewrite]) -> Result<(), String> {
     let mut problems = Problems::default();
@@ -411,7 +305,7 @@ pub fn apply_rewrites(value: &mut Value, rewrites: &[BlockRewrite]) -> Result<()
                 let slot = value
                     .get_mut("content")
                     .ok_or("a tool message without content")?;
-                set_output_text(slot, &rw.text);
+                set_output_text(slot, &rw.text, &["text", "input_text", "output_text"]);
             }
             (BlockPath::Content, _) => {
                 value["content"] = Value::String(rw.text.clone());

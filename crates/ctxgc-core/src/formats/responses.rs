@@ -25,28 +25,17 @@
 
 use serde_json::Value;
 
-use crate::chat::lowering::{Problems, parse_arguments, parse_with_ids, type_name};
+use crate::chat::lowering::{Problems, StringOrList, chat_item, lower_each, parse_arguments};
 use crate::error::Error;
+use crate::formats::set_output_text;
 use crate::frontend::RawItem;
 use crate::ir::{Block, Call, Item, Kind, Message, Role, ToolOutput};
 use crate::plan::BlockRewrite;
 
-fn item(id: String, raw: &str, kind: Kind) -> Item {
-    Item {
-        id,
-        raw: raw.to_owned(),
-        kind,
-        parent: None,
-        timestamp: None,
-        retention: Default::default(),
-        extra: None,
-    }
-}
-
 /// Lowers an `input` that is one string: a single user message whose raw bytes are the string.
 pub fn lower_input_string(raw: &str) -> Result<Vec<Item>, Error> {
     let text: String = serde_json::from_str(raw).map_err(|e| Error::json("`input`", &e))?;
-    Ok(vec![item(
+    Ok(vec![chat_item(
         "m0".into(),
         raw,
         Kind::Message(Message {
@@ -58,45 +47,7 @@ pub fn lower_input_string(raw: &str) -> Result<Vec<Item>, Error> {
 
 /// Lowers input items already split into their exact bytes; every problem is reported.
 pub fn lower_raw(raw: &[RawItem<'_>]) -> Result<Vec<Item>, Error> {
-    let mut problems = Problems::default();
-    let (values, ids) = parse_with_ids(raw, &mut problems);
-    let mut items = Vec::with_capacity(raw.len());
-    for (index, (value, raw)) in values.iter().zip(raw).enumerate() {
-        let Some(value) = value else { continue };
-        if let Some(kind) = lower_item(index, &ids[index], value, &mut problems) {
-            items.push(item(ids[index].clone(), raw.text, kind));
-        }
-    }
-    problems.finish(items)
-}
-
-fn string_field<'a>(
-    value: &'a Value,
-    field: &str,
-    index: usize,
-    id: &str,
-    problems: &mut Problems,
-) -> Option<&'a str> {
-    match value.get(field) {
-        Some(Value::String(s)) if !s.is_empty() => Some(s),
-        Some(Value::String(_)) => {
-            problems.push(index, id, Some(field), "must not be empty");
-            None
-        }
-        Some(other) => {
-            problems.push(
-                index,
-                id,
-                Some(field),
-                format!("expected a string, found {}", type_name(other)),
-            );
-            None
-        }
-        None => {
-            problems.push(index, id, Some(field), "missing");
-            None
-        }
-    }
+    lower_each(raw, lower_item)
 }
 
 /// Lowers one input item, recording its problems.
@@ -124,9 +75,9 @@ pub fn lower_item(index: usize, id: &str, value: &Value, problems: &mut Problems
                     return None;
                 }
             };
-            let blocks = match value.get("content") {
-                Some(Value::String(s)) => vec![Block::Text { text: s.clone() }],
-                Some(Value::Array(parts)) => parts
+            let blocks = match problems.string_or_list(index, id, value, "content", "parts")? {
+                StringOrList::String(s) => vec![Block::Text { text: s.clone() }],
+                StringOrList::List(parts) => parts
                     .iter()
                     .map(
                         |p| match (p.get("type").and_then(Value::as_str), p.get("text")) {
@@ -138,28 +89,13 @@ pub fn lower_item(index: usize, id: &str, value: &Value, problems: &mut Problems
                         },
                     )
                     .collect(),
-                Some(other) => {
-                    problems.push(
-                        index,
-                        id,
-                        Some("content"),
-                        format!(
-                            "expected a string or a list of parts, found {}",
-                            type_name(other)
-                        ),
-                    );
-                    return None;
-                }
-                None => {
-                    problems.push(index, id, Some("content"), "missing");
-                    return None;
-                }
             };
             Some(Kind::Message(Message { role, blocks }))
         }
         Some("function_call") => {
-            let call_id = string_field(value, "call_id", index, id, problems)?;
-            let name = string_field(value, "name", index, id, problems)?;
+            let call_id =
+                problems.non_empty_string(index, id, value, "call_id", "call_id", "missing")?;
+            let name = problems.non_empty_string(index, id, value, "name", "name", "missing")?;
             let arguments = match value.get("arguments") {
                 Some(Value::String(s)) => parse_arguments(s),
                 Some(other) => other.clone(),
@@ -175,26 +111,11 @@ pub fn lower_item(index: usize, id: &str, value: &Value, problems: &mut Problems
             }))
         }
         Some("function_call_output") => {
-            let call_id = string_field(value, "call_id", index, id, problems)?;
-            let output = match value.get("output") {
-                Some(v @ (Value::String(_) | Value::Array(_))) => v.clone(),
-                Some(other) => {
-                    problems.push(
-                        index,
-                        id,
-                        Some("output"),
-                        format!(
-                            "expected a string or a list of parts, found {}",
-                            type_name(other)
-                        ),
-                    );
-                    return None;
-                }
-                None => {
-                    problems.push(index, id, Some("output"), "missing");
-                    return None;
-                }
-            };
+            let call_id =
+                problems.non_empty_string(index, id, value, "call_id", "call_id", "missing")?;
+            let output = problems
+                .string_or_list(index, id, value, "output", "parts")?
+                .to_value();
             Some(Kind::Message(Message {
                 role: Role::Tool,
                 blocks: vec![Block::ToolResult(ToolOutput {
@@ -217,26 +138,7 @@ pub fn apply_rewrites(value: &mut Value, rewrites: &[BlockRewrite]) -> Result<()
         match ty.as_deref() {
             Some("function_call_output") if rw.block == 0 => {
                 let slot = value.get_mut("output").ok_or("no output")?;
-                if let Value::Array(parts) = slot {
-                    let texts: Vec<usize> = parts
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, p)| {
-                            matches!(
-                                p.get("type").and_then(Value::as_str),
-                                Some("input_text" | "output_text" | "text")
-                            )
-                        })
-                        .map(|(k, _)| k)
-                        .collect();
-                    if let [k] = texts[..]
-                        && let Some(part) = parts[k].as_object_mut()
-                    {
-                        part.insert("text".into(), Value::String(rw.text.clone()));
-                        continue;
-                    }
-                }
-                *slot = Value::String(rw.text.clone());
+                set_output_text(slot, &rw.text, &["input_text", "output_text", "text"]);
             }
             None | Some("message") => match value.get_mut("content") {
                 Some(Value::String(s)) if rw.block == 0 => *s = rw.text.clone(),

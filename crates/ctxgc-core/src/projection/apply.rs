@@ -230,14 +230,7 @@ impl Removal<'_> {
                     let keyed = is_keyed_by_data(fields);
                     for (k, v) in fields {
                         let mut p = path.clone();
-                        push_general(
-                            &mut p,
-                            &if keyed {
-                                Segment::Entry(k)
-                            } else {
-                                Segment::Key(k)
-                            },
-                        );
+                        push_general(&mut p, &Segment::field(k, keyed));
                         stack.push((v, p));
                     }
                 }
@@ -289,14 +282,7 @@ impl Removal<'_> {
                 let mut kept = Vec::with_capacity(entries.len());
                 for (k, v) in entries {
                     let len = general.len();
-                    push_general(
-                        general,
-                        &if keyed {
-                            Segment::Entry(k)
-                        } else {
-                            Segment::Key(k)
-                        },
-                    );
+                    push_general(general, &Segment::field(k, keyed));
                     if self.drops(general, v) {
                         let path = general.clone();
                         self.record_removed(v, &path);

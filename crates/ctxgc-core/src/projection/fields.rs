@@ -147,6 +147,17 @@ pub enum Segment<'a> {
     Doc,
 }
 
+impl<'a> Segment<'a> {
+    /// The segment of an object's field `key`: an entry when the object is keyed by data.
+    pub(crate) fn field(key: &'a str, keyed_by_data: bool) -> Self {
+        if keyed_by_data {
+            Segment::Entry(key)
+        } else {
+            Segment::Key(key)
+        }
+    }
+}
+
 /// Appends a key segment to a path, quoting keys that would make the path ambiguous.
 pub fn push_key(path: &mut String, key: &str) {
     let plain = !key.is_empty()
@@ -323,6 +334,21 @@ pub fn scalar_lists(output: &Output) -> Vec<ScalarList<'_>> {
     out
 }
 
+/// Runs `f` with `segment` appended to both paths, then takes it off again.
+fn descend(
+    general: &mut String,
+    concrete: &mut String,
+    segment: &Segment<'_>,
+    f: impl FnOnce(&mut String, &mut String),
+) {
+    let (gl, cl) = (general.len(), concrete.len());
+    push_general(general, segment);
+    push_concrete(concrete, segment);
+    f(general, concrete);
+    general.truncate(gl);
+    concrete.truncate(cl);
+}
+
 fn walk<'a>(
     node: &'a Node,
     general: &mut String,
@@ -334,36 +360,22 @@ fn walk<'a>(
         Node::Object(fields) if !fields.is_empty() => {
             let keyed = is_keyed_by_data(fields);
             for (k, v) in fields {
-                let seg = if keyed {
-                    Segment::Entry(k)
-                } else {
-                    Segment::Key(k)
-                };
-                let (gl, cl) = (general.len(), concrete.len());
-                push_general(general, &seg);
-                push_concrete(concrete, &seg);
-                walk(v, general, concrete, Some(k), emit);
-                general.truncate(gl);
-                concrete.truncate(cl);
+                descend(general, concrete, &Segment::field(k, keyed), |g, c| {
+                    walk(v, g, c, Some(k), emit)
+                });
             }
         }
         Node::Array(items) if !items.is_empty() => {
             for (i, item) in items.iter().enumerate() {
-                let (gl, cl) = (general.len(), concrete.len());
-                push_general(general, &Segment::Item(i));
-                push_concrete(concrete, &Segment::Item(i));
-                walk(item, general, concrete, key, emit);
-                general.truncate(gl);
-                concrete.truncate(cl);
+                descend(general, concrete, &Segment::Item(i), |g, c| {
+                    walk(item, g, c, key, emit)
+                });
             }
         }
         Node::Embedded { doc, .. } => {
-            let (gl, cl) = (general.len(), concrete.len());
-            push_general(general, &Segment::Doc);
-            push_concrete(concrete, &Segment::Doc);
-            walk(doc, general, concrete, key, emit);
-            general.truncate(gl);
-            concrete.truncate(cl);
+            descend(general, concrete, &Segment::Doc, |g, c| {
+                walk(doc, g, c, key, emit)
+            });
         }
         Node::Scalar(v) => emit(Leaf {
             path: general.clone(),
@@ -452,36 +464,22 @@ pub fn visit_nodes<'a>(node: &'a Node, visit: &mut dyn FnMut(&str, &str, &'a Nod
             Node::Object(fields) => {
                 let keyed = is_keyed_by_data(fields);
                 for (k, v) in fields {
-                    let seg = if keyed {
-                        Segment::Entry(k)
-                    } else {
-                        Segment::Key(k)
-                    };
-                    let (gl, cl) = (general.len(), concrete.len());
-                    push_general(general, &seg);
-                    push_concrete(concrete, &seg);
-                    go(v, general, concrete, visit);
-                    general.truncate(gl);
-                    concrete.truncate(cl);
+                    descend(general, concrete, &Segment::field(k, keyed), |g, c| {
+                        go(v, g, c, visit)
+                    });
                 }
             }
             Node::Array(items) => {
                 for (i, item) in items.iter().enumerate() {
-                    let (gl, cl) = (general.len(), concrete.len());
-                    push_general(general, &Segment::Item(i));
-                    push_concrete(concrete, &Segment::Item(i));
-                    go(item, general, concrete, visit);
-                    general.truncate(gl);
-                    concrete.truncate(cl);
+                    descend(general, concrete, &Segment::Item(i), |g, c| {
+                        go(item, g, c, visit)
+                    });
                 }
             }
             Node::Embedded { doc, .. } => {
-                let (gl, cl) = (general.len(), concrete.len());
-                push_general(general, &Segment::Doc);
-                push_concrete(concrete, &Segment::Doc);
-                go(doc, general, concrete, visit);
-                general.truncate(gl);
-                concrete.truncate(cl);
+                descend(general, concrete, &Segment::Doc, |g, c| {
+                    go(doc, g, c, visit)
+                });
             }
             Node::Scalar(_) => {}
         }

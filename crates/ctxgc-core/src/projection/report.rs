@@ -114,6 +114,17 @@ pub struct SuggestedAction {
     pub text: String,
 }
 
+impl SuggestedAction {
+    /// A manual action about `tool`.
+    fn manual(tool: &str, text: String) -> Self {
+        SuggestedAction {
+            kind: ActionKind::Manual,
+            tool: Some(tool.to_owned()),
+            text,
+        }
+    }
+}
+
 /// The report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -297,16 +308,10 @@ impl Report {
         }
         self.actions
             .retain(|a| !(a.kind == ActionKind::Automatic && a.tool.as_deref() == Some(tool)));
-        self.actions.insert(
-            0,
-            SuggestedAction {
-                kind: ActionKind::Manual,
-                tool: Some(tool.to_owned()),
-                text: format!(
-                    "`{tool}` is no longer trimmed: {reason}. Review which of its fields the agent needs, then edit the projection."
-                ),
-            },
+        let text = format!(
+            "`{tool}` is no longer trimmed: {reason}. Review which of its fields the agent needs, then edit the projection."
         );
+        self.actions.insert(0, SuggestedAction::manual(tool, text));
     }
 }
 
@@ -369,14 +374,11 @@ fn suggest(report: &Report, projection: &Projection) -> Vec<SuggestedAction> {
                 .first()
                 .map(|g| format!(" Most often: “{}” ({}×).", g.message, g.count))
                 .unwrap_or_default();
-            actions.push(SuggestedAction {
-                kind: ActionKind::Manual,
-                tool: Some(t.tool.clone()),
-                text: format!(
-                    "`{}` failed in {} of {} calls.{top} Check the arguments the agent sends, or make the tool's description clearer.",
-                    t.tool, t.failed, t.calls
-                ),
-            });
+            let text = format!(
+                "`{}` failed in {} of {} calls.{top} Check the arguments the agent sends, or make the tool's description clearer.",
+                t.tool, t.failed, t.calls
+            );
+            actions.push(SuggestedAction::manual(&t.tool, text));
         }
         if t.plain_text
             && t.fields
@@ -384,23 +386,17 @@ fn suggest(report: &Report, projection: &Projection) -> Vec<SuggestedAction> {
                 .any(|f| f.field == OPAQUE_FIELD && f.reason == FieldReason::WholeOutput)
             && t.avg_tokens >= 20
         {
-            actions.push(SuggestedAction {
-                kind: ActionKind::Manual,
-                tool: Some(t.tool.clone()),
-                text: format!(
-                    "`{}` returns plain text (about {} tokens a call) that the agent never visibly reused in {} calls. If it only confirms success, hide it: add `{OPAQUE_FIELD}` to its `drop` list.",
-                    t.tool, t.avg_tokens, t.calls
-                ),
-            });
+            let text = format!(
+                "`{}` returns plain text (about {} tokens a call) that the agent never visibly reused in {} calls. If it only confirms success, hide it: add `{OPAQUE_FIELD}` to its `drop` list.",
+                t.tool, t.avg_tokens, t.calls
+            );
+            actions.push(SuggestedAction::manual(&t.tool, text));
         } else if t.plain_text && t.avg_tokens >= 1000 {
-            actions.push(SuggestedAction {
-                kind: ActionKind::Manual,
-                tool: Some(t.tool.clone()),
-                text: format!(
-                    "`{}` returns long plain text (about {} tokens a call). Ask the tool for less: filters, pagination, or a summary mode.",
-                    t.tool, t.avg_tokens
-                ),
-            });
+            let text = format!(
+                "`{}` returns long plain text (about {} tokens a call). Ask the tool for less: filters, pagination, or a summary mode.",
+                t.tool, t.avg_tokens
+            );
+            actions.push(SuggestedAction::manual(&t.tool, text));
         }
     }
     if more_tools > 0 {
@@ -414,14 +410,11 @@ fn suggest(report: &Report, projection: &Projection) -> Vec<SuggestedAction> {
     }
     if let Some(m) = &report.measurement {
         for mf in m.missed_fields.iter().take(5) {
-            actions.push(SuggestedAction {
-                kind: ActionKind::Manual,
-                tool: Some(mf.tool.clone()),
-                text: format!(
-                    "`{}` of `{}` was used in {} held-out call(s) but would have been hidden. If the task needs it, move it to `keep`.",
-                    mf.field, mf.tool, mf.calls
-                ),
-            });
+            let text = format!(
+                "`{}` of `{}` was used in {} held-out call(s) but would have been hidden. If the task needs it, move it to `keep`.",
+                mf.field, mf.tool, mf.calls
+            );
+            actions.push(SuggestedAction::manual(&mf.tool, text));
         }
     }
     let unanswered = report.runs.saturating_sub(report.runs_with_answer);

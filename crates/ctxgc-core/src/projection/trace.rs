@@ -161,39 +161,32 @@ impl Run {
         self.last_turn
     }
 
-    /// Appends system-prompt text.
-    pub fn push_prompt(&mut self, text: impl Into<String>) {
+    /// Appends a text by `author` in `turn`, next in order.
+    fn push_text(&mut self, author: Author, turn: i64, text: String) {
         let order = self.take_order();
         self.texts.push(Text {
             order,
-            turn: self.last_turn,
-            author: Author::Prompt,
-            text: text.into(),
+            turn,
+            author,
+            text,
         });
+    }
+
+    /// Appends system-prompt text.
+    pub fn push_prompt(&mut self, text: impl Into<String>) {
+        self.push_text(Author::Prompt, self.last_turn, text.into());
     }
 
     /// Appends a user turn.
     pub fn push_user(&mut self, text: impl Into<String>) {
-        let order = self.take_order();
-        self.texts.push(Text {
-            order,
-            turn: self.last_turn,
-            author: Author::User,
-            text: text.into(),
-        });
+        self.push_text(Author::User, self.last_turn, text.into());
     }
 
     /// Appends an agent message; `turn` is the model turn that wrote it (a new turn if
     /// `None`). Returns the turn used.
     pub fn push_message(&mut self, text: impl Into<String>, turn: Option<i64>) -> i64 {
         let turn = self.turn_for(turn);
-        let order = self.take_order();
-        self.texts.push(Text {
-            order,
-            turn,
-            author: Author::Agent,
-            text: text.into(),
-        });
+        self.push_text(Author::Agent, turn, text.into());
         turn
     }
 

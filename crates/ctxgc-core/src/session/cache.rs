@@ -605,13 +605,19 @@ mod tests {
         lower_events(&text, &EventOptions::default()).unwrap()
     }
 
-    #[test]
-    fn plans_stay_frozen_between_steps_and_steps_pay() {
+    /// A session compiled cache-stable, stepping for 200 tokens or more.
+    fn cache_stable_session() -> Session {
         let mut session = Session::new(Default::default());
         session.enable_cache_stable(CacheModel {
             min_reclaim_tokens: 200,
             ..CacheModel::default()
         });
+        session
+    }
+
+    #[test]
+    fn plans_stay_frozen_between_steps_and_steps_pay() {
+        let mut session = cache_stable_session();
         let mut previous: Vec<ItemPlan> = Vec::new();
         let mut steps_seen = 0;
         for item in items(40) {
@@ -706,20 +712,12 @@ mod tests {
 
     #[test]
     fn batching_does_not_change_the_outcome() {
-        let mut one_by_one = Session::new(Default::default());
-        one_by_one.enable_cache_stable(CacheModel {
-            min_reclaim_tokens: 200,
-            ..CacheModel::default()
-        });
+        let mut one_by_one = cache_stable_session();
         for item in items(30) {
             one_by_one.append(item).unwrap();
             one_by_one.compile();
         }
-        let mut batch = Session::new(Default::default());
-        batch.enable_cache_stable(CacheModel {
-            min_reclaim_tokens: 200,
-            ..CacheModel::default()
-        });
+        let mut batch = cache_stable_session();
         batch.extend(items(30)).unwrap();
         batch.compile();
         assert_eq!(one_by_one.compaction_steps(), batch.compaction_steps());
