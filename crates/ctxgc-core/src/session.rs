@@ -17,6 +17,10 @@ use crate::ir::{Item, Kind, RetainUntil};
 use crate::passes::{AnyPass, Cx, Pass, event_pipeline};
 use crate::plan::{Action, Decision, Reason, Verdict};
 
+/// What deciding one item's plan costs, in the bytes-of-JSON units [`crate::parallel`] sizes
+/// its threads by (a few hundred instructions: a lookup in each pass).
+const PLAN_WORK_BYTES: usize = 16;
+
 /// What protects items from every pass.
 ///
 /// ```
@@ -281,18 +285,21 @@ impl Session {
 
     fn link(&mut self, i: usize) {
         let item = &self.items[i];
-        let mut edges = Vec::new();
-        if let Some(parent) = &item.parent
-            && let Some(&p) = self.index_of.get(parent)
-        {
-            edges.push((p, i, "parent_id"));
-        }
-        if let Kind::EdgeInjection { src, dst } = &item.kind
-            && let (Some(&s), Some(&d)) = (self.index_of.get(src), self.index_of.get(dst))
-        {
-            edges.push((s, d, "src"));
-        }
-        for (from, to, field) in edges {
+        // At most two edges per item: kept on the stack, as every item of a trace passes here.
+        let parent_edge = item
+            .parent
+            .as_ref()
+            .and_then(|parent| self.index_of.get(parent))
+            .map(|&p| (p, i, "parent_id"));
+        let injected_edge = match &item.kind {
+            Kind::EdgeInjection { src, dst } => self
+                .index_of
+                .get(src)
+                .zip(self.index_of.get(dst))
+                .map(|(&s, &d)| (s, d, "src")),
+            _ => None,
+        };
+        for (from, to, field) in parent_edge.into_iter().chain(injected_edge) {
             if !self.graph.add_edge(from, to) {
                 self.warnings.push(Diagnostic::new(
                     i,
@@ -386,6 +393,9 @@ impl Session {
     /// compiled already; those from `end` on are left for later). Returns the earlier items
     /// whose plan may have moved (more is allowed).
     fn compile_range(&mut self, start: usize, end: usize) -> Vec<usize> {
+        // Each pass reads the items and changes only itself, so the passes of one phase can
+        // run side by side; it pays only for a large batch (a whole trace, not one append).
+        let spread = crate::passes::side_by_side(&self.items, &(start..end));
         self.graph.refresh(end);
         self.tools.extend_to(&self.items, end);
         let fresh = self.graph.take_fresh_edges();
@@ -410,9 +420,11 @@ impl Session {
                 fresh_edges: &fresh,
                 tools: &self.tools,
             };
-            for pass in self.passes.iter_mut().filter(|p| p.structural()) {
-                claims_changed.extend(pass.update(&cx, start..end, &protection_changed));
-            }
+            let passes = self.passes.iter_mut().filter(|p| p.structural()).collect();
+            let reports = crate::parallel::each_mut(passes, spread, |pass| {
+                pass.update(&cx, start..end, &protection_changed)
+            });
+            claims_changed.extend(reports.into_iter().flatten());
         }
         let mut candidates: Vec<usize> = claims_changed.clone();
         candidates.extend(protection_changed.iter().copied());
@@ -445,9 +457,11 @@ impl Session {
         // and wherever a pass says so.
         let mut moved = claims_changed;
         moved.extend(survival_changed.iter().copied());
-        for pass in self.passes.iter_mut().filter(|p| !p.structural()) {
-            moved.extend(pass.update(&cx, start..end, &survival_changed));
-        }
+        let passes = self.passes.iter_mut().filter(|p| !p.structural()).collect();
+        let reports = crate::parallel::each_mut(passes, spread, |pass| {
+            pass.update(&cx, start..end, &survival_changed)
+        });
+        moved.extend(reports.into_iter().flatten());
         self.compiled = end;
         moved
     }
@@ -520,7 +534,9 @@ impl Session {
     /// renders and reports takes them once here (verdicts are computed on demand, so asking
     /// per item twice computes them twice).
     pub fn plans(&self) -> Vec<ItemPlan> {
-        (0..self.items.len()).map(|i| self.plan_of(i)).collect()
+        let positions: Vec<usize> = (0..self.items.len()).collect();
+        let work = positions.len() * PLAN_WORK_BYTES;
+        crate::parallel::map_in_order(&positions, work, |_, &i| self.plan_of(i))
     }
 
     /// Every item's decision, as reported (ids, codes), in input order.

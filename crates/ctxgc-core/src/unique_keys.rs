@@ -130,6 +130,9 @@ pub fn parse_members(text: &str) -> Option<Members<'_>> {
     (!repeated).then_some(members)
 }
 
+/// Members an event usually has (its id, type, timestamp, parent and a few fields of its kind).
+const TYPICAL_MEMBERS: usize = 12;
+
 /// Objects with more members than this find repeated keys through a hash set, not by scanning.
 const LINEAR_KEY_CHECK: usize = 16;
 
@@ -145,7 +148,8 @@ impl<'de> Visitor<'de> for MembersVisitor<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
-        let mut members: Members<'de> = Vec::new();
+        // Sized for a typical event, so reading one allocates once rather than growing twice.
+        let mut members: Members<'de> = Vec::with_capacity(TYPICAL_MEMBERS);
         let mut seen: Option<HashSet<Cow<'de, str>>> = None;
         while let Some(key) = map.next_key_seed(BorrowedKey)? {
             if key == NUMBER_TOKEN && members.is_empty() {

@@ -219,7 +219,7 @@ impl<'a> Fields<'a> {
             None => Vec::new(),
             Some(Value::String(s)) if allow_single && !s.trim().is_empty() => vec![s.clone()],
             Some(Value::Array(items)) => {
-                let mut out = Vec::new();
+                let mut out = Vec::with_capacity(items.len());
                 for (n, item) in items.iter().enumerate() {
                     match item {
                         Value::String(s) if !s.trim().is_empty() => out.push(s.clone()),
@@ -301,11 +301,10 @@ fn lower_members(
         id: None,
         members: map,
         problems: Vec::new(),
-        used: Vec::new(),
+        // The common fields and the few of any one kind: one allocation per event.
+        used: Vec::with_capacity(COMMON.len() + 8),
     };
-    for c in COMMON {
-        f.used.push(c);
-    }
+    f.used.extend(COMMON);
     let id = match member(map, "id") {
         Some(Value::String(s)) if !s.is_empty() => {
             f.id = Some(s);

@@ -57,10 +57,12 @@ impl Pass for ChatPasses {
     }
 
     fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, changed: &[usize]) -> Vec<usize> {
-        let mut moved = Vec::new();
-        for pass in &mut self.passes {
-            moved.extend(pass.update(cx, new.clone(), changed));
-        }
+        // Each pass changes only itself; a large batch runs them side by side.
+        let spread = super::side_by_side(cx.items, &new);
+        let reports = crate::parallel::each_mut(self.passes.iter_mut().collect(), spread, |pass| {
+            pass.update(cx, new.clone(), changed)
+        });
+        let mut moved: Vec<usize> = reports.into_iter().flatten().collect();
         moved.sort_unstable();
         moved.dedup();
         moved

@@ -38,6 +38,25 @@ pub mod superseded_facts;
 pub mod superseded_reads;
 pub mod superseded_vars;
 
+/// New items holding at least this many bytes run the passes of a phase side by side (a
+/// thread each; see [`crate::parallel::each_mut`]): below it, starting threads costs more
+/// than the passes' own work. A whole trace or transcript is far above it; one appended
+/// message far below.
+const SIDE_BY_SIDE_BYTES: usize = 256 * 1024;
+
+/// True when the items in `new` are worth running the passes on side by side.
+pub(crate) fn side_by_side(items: &[Item], new: &Range<usize>) -> bool {
+    let mut bytes = 0;
+    items
+        .get(new.clone())
+        .unwrap_or_default()
+        .iter()
+        .any(|item| {
+            bytes += item.raw.len();
+            bytes >= SIDE_BY_SIDE_BYTES
+        })
+}
+
 /// What a pass sees.
 pub struct Cx<'a> {
     /// Every item, in input order.

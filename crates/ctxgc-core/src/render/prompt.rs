@@ -178,6 +178,10 @@ pub fn render(session: &Session) -> Rendered {
     render_planned(session, &session.plans())
 }
 
+/// What writing one line costs, in the bytes-of-JSON units [`crate::parallel`] sizes its
+/// threads by (an event line is formatted field by field).
+const LINE_WORK_BYTES: usize = 64;
+
 /// [`render`] with the plans already taken ([`Session::plans`]), for a caller that also
 /// reports them.
 pub fn render_planned(session: &Session, plans: &[ItemPlan]) -> Rendered {
@@ -216,32 +220,31 @@ pub fn render_planned(session: &Session, plans: &[ItemPlan]) -> Rendered {
             _ => slots.push(Slot::Stub(epoch, vec![g])),
         }
     }
-    let mut lines = Vec::with_capacity(slots.len());
-    for slot in slots {
-        match slot {
-            Slot::Line(i) => lines.push(rewritten_line(session, i, &plans[i])),
-            Slot::Stub(_, gs) => {
-                let count: usize = gs.iter().map(|&g| groups[g].2.len()).sum();
-                let parts: Vec<String> = gs
-                    .iter()
-                    .map(|&g| {
-                        let (reason, by, members) = &groups[g];
-                        let mut part = String::new();
-                        for (n, &m) in members.iter().enumerate() {
-                            if n > 0 {
-                                part.push(' ');
-                            }
-                            part.push_str(&items[m].id);
+    // Each line is written on its own, so a long trace writes its lines on every core.
+    let work = slots.len() * LINE_WORK_BYTES;
+    let lines = crate::parallel::map_in_order(&slots, work, |_, slot| match slot {
+        Slot::Line(i) => rewritten_line(session, *i, &plans[*i]),
+        Slot::Stub(_, gs) => {
+            let count: usize = gs.iter().map(|&g| groups[g].2.len()).sum();
+            let parts: Vec<String> = gs
+                .iter()
+                .map(|&g| {
+                    let (reason, by, members) = &groups[g];
+                    let mut part = String::new();
+                    for (n, &m) in members.iter().enumerate() {
+                        if n > 0 {
+                            part.push(' ');
                         }
-                        let _ = write!(part, ": {}", reason_phrase(*reason, by));
-                        part
-                    })
-                    .collect();
-                let word = if count == 1 { "receipt" } else { "receipts" };
-                lines.push(format!("[{word} {}]\n", parts.join("; ")));
-            }
+                        part.push_str(&items[m].id);
+                    }
+                    let _ = write!(part, ": {}", reason_phrase(*reason, by));
+                    part
+                })
+                .collect();
+            let word = if count == 1 { "receipt" } else { "receipts" };
+            format!("[{word} {}]\n", parts.join("; "))
         }
-    }
+    });
     let text = lines.concat();
     Rendered { text, lines }
 }
