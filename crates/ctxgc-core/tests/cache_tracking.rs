@@ -5,12 +5,14 @@
 //! that was not, and that the steps are those of a batch compile.
 
 use ctxgc_core::chat::Preset;
-use ctxgc_core::chat::compile::{ChatInput, lower_chat_input, session_template};
+use ctxgc_core::chat::compile::session_template;
 use ctxgc_core::frontend::events::lower_events;
 use ctxgc_core::ir::Item;
 use ctxgc_core::session::CacheModel;
 use ctxgc_core::{Options, Session};
 use serde_json::{Value, json};
+
+mod common;
 
 fn cache_model() -> CacheModel {
     CacheModel {
@@ -171,51 +173,14 @@ fn every_kind_of_dependency_is_reported() {
     }
 }
 
-/// A chat with every chat pass at work: repeated lookups (same or changed result), bulky
-/// outputs sampled and folded once the agent has answered, and declared facts superseded.
-fn chat(turns: usize) -> Vec<Value> {
-    let mut messages = vec![json!({"role": "system", "content": "You are a support agent."})];
-    for t in 0..turns {
-        messages.push(json!({"role": "user", "content": format!("Request {t}")}));
-        let tool = ["get_order", "list_flights", "read_log"][t % 3];
-        let id = format!("call_{t}");
-        let version = (t / 3) % 2;
-        messages.push(json!({"role": "assistant", "content": "", "tool_calls": [{
-            "id": id, "type": "function",
-            "function": {"name": tool, "arguments": json!({"id": t % 2}).to_string()}}]}));
-        let output = match tool {
-            "list_flights" => json!({"flights": (0..40).map(|r| json!({
-                "flight": format!("HAT{r:03}"), "price": 100 + r * 7 + version, "seats": r % 9,
-                "status": "available"})).collect::<Vec<_>>()})
-            .to_string(),
-            "read_log" => (0..200)
-                .map(|l| format!("line {l}: ok v{version}\n"))
-                .collect(),
-            _ => {
-                let status = ["pending", "shipped"][version];
-                json!({"order": t % 2, "status": status}).to_string()
-            }
-        };
-        messages.push(json!({"role": "tool", "tool_call_id": id, "content": output}));
-        messages.push(json!({"role": "assistant", "content": format!(
-            "Checked {t}.<contextgc-state>{{\"assert\": {{\"order\": \"{}\"}}}}</contextgc-state>",
-            t % 4
-        )}));
-    }
-    messages
-}
-
 #[test]
 fn chats_move_no_plan_unreported_under_every_preset() {
-    let text = Value::Array(chat(40)).to_string();
-    let ChatInput::Doc(doc) = lower_chat_input(&text, None).expect("the chat lowers") else {
-        panic!("one document");
-    };
+    let items = common::agent_chat_items(40);
     for preset in [Preset::Default, Preset::Aggressive, Preset::Lossless] {
         let mut options = Options::default();
         options.chat.preset = preset;
         options.chat.cache = Some(cache_model());
-        check_one_at_a_time(&session_template(&options), &doc.items);
+        check_one_at_a_time(&session_template(&options), &items);
     }
 }
 

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use ctxgc_core::Options;
 use ctxgc_core::chat::{ChatOptions, Preset};
+use serde_json::{Value, json};
 
 /// Where the public agent-transcript corpus is read from: `$CTXGC_CORPUS`, else
 /// `shared/corpus` beside the checkout (it may be absent).
@@ -80,5 +81,49 @@ pub fn corpus(name: &str) -> Option<String> {
             );
             None
         }
+    }
+}
+
+/// A chat with every chat pass at work: repeated lookups (same or changed result), bulky
+/// outputs sampled and folded once the agent has answered, and declared facts superseded.
+pub fn agent_chat(turns: usize) -> Vec<Value> {
+    let mut messages = vec![json!({"role": "system", "content": "You are a support agent."})];
+    for t in 0..turns {
+        messages.push(json!({"role": "user", "content": format!("Request {t}")}));
+        let tool = ["get_order", "list_flights", "read_log"][t % 3];
+        let id = format!("call_{t}");
+        let version = (t / 3) % 2;
+        messages.push(json!({"role": "assistant", "content": "", "tool_calls": [{
+            "id": id, "type": "function",
+            "function": {"name": tool, "arguments": json!({"id": t % 2}).to_string()}}]}));
+        let output = match tool {
+            "list_flights" => json!({"flights": (0..40).map(|r| json!({
+                "flight": format!("HAT{r:03}"), "price": 100 + r * 7 + version, "seats": r % 9,
+                "status": "available"})).collect::<Vec<_>>()})
+            .to_string(),
+            "read_log" => (0..200)
+                .map(|l| format!("line {l}: ok v{version}\n"))
+                .collect(),
+            _ => {
+                let status = ["pending", "shipped"][version];
+                json!({"order": t % 2, "status": status}).to_string()
+            }
+        };
+        messages.push(json!({"role": "tool", "tool_call_id": id, "content": output}));
+        messages.push(json!({"role": "assistant", "content": format!(
+            "Checked {t}.<contextgc-state>{{\"assert\": {{\"order\": \"{}\"}}}}</contextgc-state>",
+            t % 4
+        )}));
+    }
+    messages
+}
+
+/// The items of [`agent_chat`] with `turns` turns, lowered as one OpenAI chat document.
+pub fn agent_chat_items(turns: usize) -> Vec<ctxgc_core::ir::Item> {
+    use ctxgc_core::chat::compile::{ChatInput, lower_chat_input};
+    let text = Value::Array(agent_chat(turns)).to_string();
+    match lower_chat_input(&text, None).expect("the chat lowers") {
+        ChatInput::Doc(doc) => doc.items,
+        _ => panic!("one document"),
     }
 }
