@@ -534,9 +534,8 @@ impl Session {
     /// renders and reports takes them once here (verdicts are computed on demand, so asking
     /// per item twice computes them twice).
     pub fn plans(&self) -> Vec<ItemPlan> {
-        let positions: Vec<usize> = (0..self.items.len()).collect();
-        let work = positions.len() * PLAN_WORK_BYTES;
-        crate::parallel::map_in_order(&positions, work, |_, &i| self.plan_of(i))
+        let work = self.items.len() * PLAN_WORK_BYTES;
+        crate::parallel::map_in_order(&self.items, work, |i, _| self.plan_of(i))
     }
 
     /// Every item's decision, as reported (ids, codes), in input order.
