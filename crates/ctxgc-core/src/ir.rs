@@ -406,7 +406,7 @@ pub fn write_canonical_entries(entries: &mut [(&str, &Value)], out: &mut String)
 }
 
 /// Appends `text` as a JSON string literal, escaped as serde_json escapes it.
-fn write_json_string(text: &str, out: &mut String) {
+pub(crate) fn write_json_string(text: &str, out: &mut String) {
     // Serialising a string cannot fail.
     out.push_str(&serde_json::to_string(text).unwrap_or_default());
 }

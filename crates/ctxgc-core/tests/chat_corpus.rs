@@ -8,6 +8,7 @@
 
 use ctxgc_core::chat::compact::decode_tables;
 use ctxgc_core::chat::compile::{ChatInput, compile_doc, lower_chat_input};
+use ctxgc_core::chat::plain::from_plain;
 use ctxgc_core::chat::state::strip_blocks;
 use ctxgc_core::chat::{Preset, output_text};
 use ctxgc_core::frontend::{Layout, split_items};
@@ -97,7 +98,7 @@ fn check_file(name: &str) {
                     let original = output_text(out).unwrap();
                     let original = strip_blocks(original).unwrap_or_else(|| original.to_owned());
                     let original: Value = serde_json::from_str(original.trim()).unwrap();
-                    let decoded = decode_tables(&serde_json::from_str(&rw.text).unwrap());
+                    let decoded = decode_tables(&from_plain(&rw.text).unwrap());
                     assert_eq!(decoded, original, "{at} {}", item.id);
                 }
             }

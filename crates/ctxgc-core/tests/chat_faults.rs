@@ -2,6 +2,7 @@
 //! behaviour ctxgc must get right.
 
 use ctxgc_core::chat::compact::decode_tables;
+use ctxgc_core::chat::plain::from_plain;
 use ctxgc_core::chat::{ChatConfig, ChatOptions, Preset};
 use ctxgc_core::frontend::openai::lower_messages;
 use ctxgc_core::passes::chat_pipeline;
@@ -120,7 +121,7 @@ fn long_text_is_never_cut_to_its_first_and_last_characters() {
         // Rows keep every field: sampled or not, each shown row is a whole original row.
         let list = o[3]["content"].as_str().unwrap();
         let body = list.split_once('\n').map_or(list, |(_, b)| b);
-        let rows = decode_tables(&serde_json::from_str(body).unwrap());
+        let rows = decode_tables(&from_plain(body).unwrap());
         for row in rows.as_array().unwrap() {
             assert_eq!(row.as_object().unwrap().len(), 6, "{p:?}");
         }

@@ -2,6 +2,7 @@
 //! folding), protection (`--keep-tool`, the recall tool, retention), errors, thinking.
 
 use ctxgc_core::chat::compact::decode_tables;
+use ctxgc_core::chat::plain::from_plain;
 use ctxgc_core::chat::{ChatOptions, Preset};
 use ctxgc_core::{Action, Compiled, Options, Reason, compile};
 use serde_json::{Value, json};
@@ -94,8 +95,15 @@ fn an_identical_repeated_call_points_at_its_twin() {
         content(&c, 3),
         "[ctxgc: same output as the identical call answered in m1]"
     );
-    // The earlier one is sent as it was.
-    assert_eq!(decision(&c, "m1").0, Action::Keep);
+    // The earlier one is sent whole: only re-encoded, every value still there.
+    assert_eq!(
+        decision(&c, "m1"),
+        (Action::Rewrite, Some(Reason::CompactJson), vec![])
+    );
+    assert_eq!(
+        from_plain(&content(&c, 1)).unwrap(),
+        serde_json::from_str::<Value>(&user_record()).unwrap()
+    );
     // Different arguments are a different call.
     let c = run(&[
         call("c1", "get_user", json!({"id": 7})),
@@ -288,11 +296,8 @@ fn lists_of_records_become_header_and_rows_losslessly() {
         preset(Preset::Lossless),
     );
     let new = content(&c, 1);
-    assert!(
-        new.contains("\"columns\":[\"flight_number\",\"date\",\"price\"]"),
-        "{new}"
-    );
-    let back = decode_tables(&serde_json::from_str(&new).unwrap());
+    assert!(new.contains("columns:[flight_number,date,price]"), "{new}");
+    let back = decode_tables(&from_plain(&new).unwrap());
     assert_eq!(back, serde_json::from_str::<Value>(text).unwrap());
     assert!(new.contains("99.50"), "numbers keep their exact text");
 }
@@ -339,7 +344,7 @@ fn sampling_keeps_every_safety_row_and_says_what_it_omitted() {
     );
     assert!(note.contains("shown rows keep every field"));
     assert!(!body.contains("Egg-free"), "egg-free is not an allergen");
-    let rows = decode_tables(&serde_json::from_str(body).unwrap());
+    let rows = decode_tables(&from_plain(body).unwrap());
     let rows = rows["inventory"].as_array().unwrap();
     assert_eq!(rows.len(), 13);
     assert_eq!(rows[10]["warning"], "PEANUT_ALLERGEN");
@@ -503,7 +508,7 @@ fn one_message_can_carry_several_decisions() {
     let blocks = &out["messages"][4]["content"];
     // Block 0: the courier status, compacted, its forged state block cut out.
     let courier = blocks[0]["content"][0]["text"].as_str().unwrap();
-    assert_eq!(courier, r#"{"courier":"on time","note":""}"#);
+    assert_eq!(courier, r#"{courier:on time,note:""}"#);
     // Block 1: the repeated inventory, pointing at its twin in m2.
     assert_eq!(
         blocks[1]["content"],
@@ -540,5 +545,5 @@ fn openai_content_parts_are_read_and_rewritten_in_place() {
     );
     assert_eq!(out[1]["content"][1]["type"], "image_url");
     assert_eq!(out[2]["content"][0]["text"], "A cat.");
-    assert_eq!(out[4]["content"][0]["text"], r#"{"a":1,"b":[1,2]}"#);
+    assert_eq!(out[4]["content"][0]["text"], "{a:1,b:[1,2]}");
 }

@@ -286,7 +286,7 @@ fn a_trimmed_list_is_sent_as_a_table_in_a_compile() {
         .expect("the list is trimmed");
     let output: Value = serde_json::from_str(&compiled.output).expect("JSON output");
     let sent = output[2]["content"].as_str().expect("tool content");
-    assert!(sent.contains("\"columns\""), "sent as a table: {sent}");
+    assert!(sent.contains("{columns:["), "sent as a table: {sent}");
     assert!(!sent.contains("B10"), "gates hidden: {sent}");
     assert!(sent.contains("HAT111"), "{sent}");
     assert_eq!(decision.action, Action::Rewrite);

@@ -1,15 +1,18 @@
 //! Tool-output compaction: lossless re-encoding first, then (outside the lossless preset)
 //! row sampling and text folding that always say what they left out.
 //!
-//! **Lossless.** A JSON output is re-serialised compactly. A list of two or more records
-//! (objects with the same keys) — at the top level, in a field of an object, or at any depth —
-//! becomes a header of keys plus rows: `{"columns": [...], "rows": [[...], ...]}`. A field
-//! whose value is an object with the same keys in every row is spread into nested columns
-//! (`{"prices": ["economy", "business"]}`), and a list of lists of such records becomes
-//! `{"columns": [...], "row_groups": [[row, ...], ...]}`. [`decode_tables`] gives the original
-//! value back exactly; nothing is dropped. The encoding is used only when it costs fewer
-//! tokens, and never on a value that already holds an object shaped like a table (the
-//! encoding would be ambiguous) or that has duplicate keys (re-serialising would lose one).
+//! **Lossless.** A JSON output is re-written in plain notation ([`crate::chat::plain`]: JSON's
+//! brackets, colons and commas, no spaces, quotes only where a reader needs them). A list of
+//! two or more records (objects with the same keys) — at the top level, in a field of an
+//! object, or at any depth — becomes a header of keys plus rows: `{columns:[...],rows:[[...],
+//! ...]}`. A field whose value is an object with the same keys in every row is spread into
+//! nested columns (`{prices:[economy,business]}`); a field with the same value in every row of
+//! a table of three or more is written once, under `every_row`; and a list of lists of such
+//! records becomes `{columns:[...],row_groups:[[row, ...], ...]}`. [`crate::chat::plain::from_plain`]
+//! then [`decode_tables`] give the original value back exactly; nothing is dropped. The
+//! encoding is used only when it costs fewer tokens, and header + rows never on a value that
+//! already holds an object shaped like a table (the encoding would be ambiguous) or that has
+//! duplicate keys (re-serialising would lose one).
 //!
 //! **Sampling.** A list of records longer than the threshold keeps its first rows and every
 //! row carrying a safety signal; a note before the output names the list, how many rows were
@@ -27,10 +30,18 @@
 //! ```
 //! use ctxgc_core::chat::compact::{compact_json, decode_tables};
 //! use ctxgc_core::Tokenizer;
-//! let text = r#"{"flights": [{"flight_number": "HAT069", "price": 121}, {"flight_number": "HAT083", "price": 87}, {"flight_number": "HAT101", "price": 99}]}"#;
+//! use ctxgc_core::chat::plain::from_plain;
+//! let text = r#"{"flights": [
+//!   {"flight_number": "HAT069", "origin": "JFK", "departs": "06:00:00", "price": 121},
+//!   {"flight_number": "HAT083", "origin": "JFK", "departs": "01:00:00", "price": 87},
+//!   {"flight_number": "HAT101", "origin": "JFK", "departs": "13:00:00", "price": 99}]}"#;
 //! let compacted = compact_json(text, Tokenizer::O200kBase).unwrap();
-//! assert_eq!(compacted.text, r#"{"flights":{"columns":["flight_number","price"],"rows":[["HAT069",121],["HAT083",87],["HAT101",99]]}}"#);
-//! let back = decode_tables(&serde_json::from_str(&compacted.text).unwrap());
+//! assert_eq!(
+//!     compacted.text,
+//!     "{flights:{columns:[flight_number,departs,price],every_row:{origin:JFK},\
+//!      rows:[[HAT069,06:00:00,121],[HAT083,01:00:00,87],[HAT101,13:00:00,99]]}}"
+//! );
+//! let back = decode_tables(&from_plain(&compacted.text).unwrap());
 //! assert_eq!(back, serde_json::from_str::<serde_json::Value>(text).unwrap());
 //! ```
 
@@ -40,6 +51,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::chat::plain::to_plain;
 use crate::chat::{Folding, Sampling};
 use crate::tokens::Tokenizer;
 
@@ -344,16 +356,93 @@ fn as_records(items: &[Value]) -> Option<Vec<&Map<String, Value>>> {
     items.iter().map(Value::as_object).collect()
 }
 
-fn table(columns: &[Column], records: &[&Map<String, Value>]) -> Vec<Value> {
+fn table(columns: &[Column], records: &[&Map<String, Value>]) -> Vec<Vec<Value>> {
     records
         .iter()
         .map(|r| {
             let mut row = Vec::new();
             push_row(columns, r, &mut row);
-            Value::Array(row)
+            row
         })
         .collect()
 }
+
+impl Column {
+    /// Cells the column takes in a row.
+    fn width(&self) -> usize {
+        match self {
+            Column::Key(_) => 1,
+            Column::Spread(_, inner) => inner.iter().map(Column::width).sum(),
+        }
+    }
+}
+
+/// A table needs this many rows before a value they all share is written once instead.
+const SHARED_MIN_ROWS: usize = 3;
+
+/// Takes the top-level columns whose cell is the same in every row (of every group) out of
+/// the header and the rows, and returns them, with their value, for `every_row`. Nothing is
+/// taken from a short table, nor when it would leave no column.
+fn take_shared(columns: &mut Vec<Column>, groups: &mut [Vec<Vec<Value>>]) -> Map<String, Value> {
+    let mut shared = Map::new();
+    let rows = || groups.iter().flatten();
+    let Some(first) = rows().next() else {
+        return shared;
+    };
+    if rows().count() < SHARED_MIN_ROWS {
+        return shared;
+    }
+    let mut offset = 0;
+    let mut taken = Vec::new();
+    for (c, column) in columns.iter().enumerate() {
+        if let Column::Key(key) = column
+            && rows().all(|row| row.get(offset) == first.get(offset))
+            && let Some(value) = first.get(offset)
+        {
+            taken.push((c, offset, key.clone(), value.clone()));
+        }
+        offset += column.width();
+    }
+    if taken.len() == columns.len() {
+        return shared;
+    }
+    // From the right, so the positions still to remove stay where they were.
+    for &(c, cell, _, _) in taken.iter().rev() {
+        columns.remove(c);
+        for row in groups.iter_mut().flatten() {
+            row.remove(cell);
+        }
+    }
+    shared.extend(taken.into_iter().map(|(_, _, key, value)| (key, value)));
+    shared
+}
+
+/// The object a table is written as: its header, the values every row shares, its rows.
+fn table_object(
+    mut columns: Vec<Column>,
+    mut groups: Vec<Vec<Vec<Value>>>,
+    grouped: bool,
+) -> Value {
+    let shared = take_shared(&mut columns, &mut groups);
+    let mut m = Map::new();
+    m.insert("columns".into(), header(&columns));
+    if !shared.is_empty() {
+        m.insert(SHARED.into(), Value::Object(shared));
+    }
+    let rows = |rows: Vec<Vec<Value>>| Value::Array(rows.into_iter().map(Value::Array).collect());
+    if grouped {
+        m.insert(
+            "row_groups".into(),
+            Value::Array(groups.into_iter().map(rows).collect()),
+        );
+    } else {
+        m.insert("rows".into(), rows(groups.into_iter().flatten().collect()));
+    }
+    Value::Object(m)
+}
+
+/// The key of a table's values that every row shares.
+const SHARED: &str = "every_row";
 
 /// Re-encodes every list of records as header + rows (see the module doc). Pure structure:
 /// whether it is smaller is for the caller to decide.
@@ -363,10 +452,8 @@ pub fn encode_tables(value: &Value) -> Value {
             if let Some(records) = as_records(items)
                 && let Some(columns) = columns_of(&records)
             {
-                let mut m = Map::new();
-                m.insert("columns".into(), header(&columns));
-                m.insert("rows".into(), Value::Array(table(&columns, &records)));
-                return Value::Object(m);
+                let rows = table(&columns, &records);
+                return table_object(columns, vec![rows], false);
             }
             let groups: Option<Vec<Vec<&Map<String, Value>>>> = items
                 .iter()
@@ -380,18 +467,8 @@ pub fn encode_tables(value: &Value) -> Value {
                 if all.len() >= 2
                     && let Some(columns) = columns_of(&all)
                 {
-                    let mut m = Map::new();
-                    m.insert("columns".into(), header(&columns));
-                    m.insert(
-                        "row_groups".into(),
-                        Value::Array(
-                            groups
-                                .iter()
-                                .map(|g| Value::Array(table(&columns, g)))
-                                .collect(),
-                        ),
-                    );
-                    return Value::Object(m);
+                    let groups = groups.iter().map(|g| table(&columns, g)).collect();
+                    return table_object(columns, groups, true);
                 }
             }
             Value::Array(items.iter().map(encode_tables).collect())
@@ -407,7 +484,8 @@ pub fn encode_tables(value: &Value) -> Value {
 }
 
 fn table_shaped(map: &Map<String, Value>) -> bool {
-    map.len() == 2
+    let shared = usize::from(map.get(SHARED).is_some_and(Value::is_object));
+    map.len() == 2 + shared
         && map.contains_key("columns")
         && (map.contains_key("rows") || map.contains_key("row_groups"))
 }
@@ -452,13 +530,16 @@ fn rebuild(
     Some(m)
 }
 
-fn decode_rows(columns: &[Column], rows: &Value) -> Option<Value> {
+fn decode_rows(columns: &[Column], shared: &Map<String, Value>, rows: &Value) -> Option<Value> {
     rows.as_array()?
         .iter()
         .map(|row| {
             let cells = row.as_array()?;
             let mut it = cells.iter();
-            let m = rebuild(columns, &mut it)?;
+            let mut m = rebuild(columns, &mut it)?;
+            for (key, value) in shared {
+                m.insert(key.clone(), decode_tables(value));
+            }
             it.next().is_none().then_some(Value::Object(m))
         })
         .collect::<Option<Vec<_>>>()
@@ -469,14 +550,19 @@ fn decode_rows(columns: &[Column], rows: &Value) -> Option<Value> {
 pub fn decode_tables(value: &Value) -> Value {
     match value {
         Value::Object(map) if table_shaped(map) => {
+            let no_shared = Map::new();
+            let shared = map
+                .get(SHARED)
+                .and_then(Value::as_object)
+                .unwrap_or(&no_shared);
             let decoded = parse_header(&map["columns"]).and_then(|columns| {
                 if let Some(rows) = map.get("rows") {
-                    decode_rows(&columns, rows)
+                    decode_rows(&columns, shared, rows)
                 } else {
                     map.get("row_groups")?
                         .as_array()?
                         .iter()
-                        .map(|g| decode_rows(&columns, g))
+                        .map(|g| decode_rows(&columns, shared, g))
                         .collect::<Option<Vec<_>>>()
                         .map(Value::Array)
                 }
@@ -506,14 +592,15 @@ pub struct Compacted {
     pub tokens_after: usize,
 }
 
-/// The smallest lossless re-encoding of `value` (compact JSON, or header + rows).
+/// The smallest lossless re-encoding of `value`, in plain notation: as it is, or with lists
+/// of records as header + rows.
 fn smallest_encoding(value: &Value, tokenizer: Tokenizer) -> (String, bool, usize) {
-    let compact = value.to_string();
+    let compact = to_plain(value);
     let compact_tokens = tokenizer.count(&compact);
     if holds_table_shape(value) {
         return (compact, false, compact_tokens);
     }
-    let encoded = encode_tables(value).to_string();
+    let encoded = to_plain(&encode_tables(value));
     if encoded != compact {
         let encoded_tokens = tokenizer.count(&encoded);
         if encoded_tokens < compact_tokens {
@@ -984,6 +1071,37 @@ mod tests {
             json!(["n", {"seats": ["eco", "bus"]}, "tags"])
         );
         assert_eq!(decode_tables(&enc), v);
+    }
+
+    #[test]
+    fn a_value_every_row_shares_is_written_once() {
+        let row = |n: &str, origin: &str| json!({"n": n, "origin": origin, "status": "ok", "p": {"a": 1}});
+        // Three rows over two groups share `status` (and the spread `p`, which stays a column).
+        let grouped = json!([[row("A", "JFK"), row("B", "JFK")], [row("C", "SEA")]]);
+        let enc = encode_tables(&grouped);
+        assert_eq!(enc["columns"], json!(["n", "origin", {"p": ["a"]}]));
+        assert_eq!(enc["every_row"], json!({"status": "ok"}));
+        assert_eq!(enc["row_groups"][1], json!([["C", "SEA", 1]]));
+        assert_eq!(decode_tables(&enc), grouped);
+
+        let flat = json!([row("A", "JFK"), row("B", "JFK"), row("C", "JFK")]);
+        let enc = encode_tables(&flat);
+        assert_eq!(enc["every_row"], json!({"origin": "JFK", "status": "ok"}));
+        assert_eq!(enc["rows"][2], json!(["C", 1]));
+        assert_eq!(decode_tables(&enc), flat);
+
+        // Two rows are too few to gain; a table whose every column is shared keeps them all.
+        let two = json!([row("A", "JFK"), row("B", "JFK")]);
+        assert!(encode_tables(&two).get("every_row").is_none());
+        let same = json!([{"a": 1}, {"a": 1}, {"a": 1}]);
+        assert_eq!(
+            encode_tables(&same),
+            json!({"columns": ["a"], "rows": [[1], [1], [1]]})
+        );
+
+        // An input already holding that shape is not encoded, so decoding cannot misread it.
+        let text = r#"{"t": {"columns": ["a"], "every_row": {"b": 1}, "rows": [[1]]}, "l": [{"a": 1, "b": 2}, {"a": 3, "b": 4}, {"a": 5, "b": 6}]}"#;
+        assert!(!compact_json(text, Tokenizer::O200kBase).unwrap().tables);
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub mod compile;
 pub mod live;
 pub mod lowering;
 pub mod pairing;
+pub mod plain;
 pub mod register;
 pub mod schema;
 pub mod state;

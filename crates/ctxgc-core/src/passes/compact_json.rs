@@ -1,20 +1,25 @@
 //! `compact-json`: re-encodes a JSON tool output without losing anything.
 //!
-//! **What.** A tool output that is a JSON object or array is re-serialised compactly, and
-//! every list of two or more records with the same keys — top level, in a field, or deeper —
-//! becomes a header of keys plus rows (see [`crate::chat::compact`]). The result is used only
-//! when it costs fewer tokens than the output.
+//! **What.** A tool output that is a JSON object or array is re-written in plain notation:
+//! JSON's brackets, colons and commas with no spaces, and quotes only around keys and strings
+//! that would otherwise be misread (see [`crate::chat::plain`]). Every list of two or more
+//! records with the same keys — top level, in a field, or deeper — becomes a header of keys
+//! plus rows, and a field with the same value in every row of a longer table is written once
+//! (see [`crate::chat::compact`]). The result is used only when it costs fewer tokens than
+//! the output.
 //!
 //! **Why it is safe.** Nothing is dropped: every key, value and row is still there, and
-//! [`crate::chat::compact::decode_tables`] gives the original value back exactly. Outputs with
-//! duplicate keys, or that already hold an object shaped like a table, are left alone. The
-//! decision depends only on the output itself (compact on arrival), so it never changes once
-//! made. Outputs of `--keep-tool` tools and of the recall tool are never touched.
+//! [`crate::chat::plain::from_plain`] then [`crate::chat::compact::decode_tables`] give the
+//! original value back exactly. A string that reads as a number, `true`, `false` or `null`
+//! keeps its quotes, so `"42"` stays text. Outputs with duplicate keys, or that already hold
+//! an object shaped like a table, are not turned into tables. The decision depends only on
+//! the output itself (compact on arrival), so it never changes once made. Outputs of
+//! `--keep-tool` tools and of the recall tool are never touched.
 //!
 //! **Example.**
 //! ```text
 //! before: {"flights": [{"flight_number": "HAT069", "price": 121}, {"flight_number": "HAT083", "price": 87}]}
-//! after:  {"flights":{"columns":["flight_number","price"],"rows":[["HAT069",121],["HAT083",87]]}}
+//! after:  {flights:{columns:[flight_number,price],rows:[[HAT069,121],[HAT083,87]]}}
 //! ```
 //!
 //! **Code.** `compact-json`.
@@ -32,7 +37,7 @@ use crate::plan::{Action, BlockRewrite, Reason, Verdict};
 /// This pass's doc.
 pub static DOC: PassDoc = PassDoc {
     codes: &[Reason::CompactJson],
-    summary: "re-encodes JSON tool output losslessly: compact, lists of records as header + rows",
+    summary: "re-encodes JSON tool output losslessly: plain notation, lists of records as header + rows",
     doc: include_str!("compact_json.rs"),
 };
 
@@ -91,7 +96,7 @@ impl Pass for CompactJson {
                 if c.tables {
                     "header + rows"
                 } else {
-                    "compact JSON"
+                    "plain notation"
                 },
                 c.tokens_before,
                 c.tokens_after

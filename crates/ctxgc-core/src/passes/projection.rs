@@ -12,7 +12,7 @@
 //! need, learned from the agent's own runs and open to review; identifying fields (ids, names,
 //! titles) are always kept, error outputs are never trimmed, and an output is only trimmed
 //! when that saves at least the projection's `min_saving_tokens` (footer included) and costs
-//! fewer tokens than the lossless compact JSON the `compact-json` pass would send. The
+//! fewer tokens than the lossless re-encoding the `compact-json` pass would send. The
 //! decision depends only on the output and its tool, so it is made once, on arrival, and never
 //! changes. Outputs of `--keep-tool` tools and of the recall tool are never touched. A
 //! projection learned with the recall-backed rules (`ctxgc learn --recallable`: identifying
@@ -146,8 +146,8 @@ impl ProjectionPass {
         if trimmed.outcome != Outcome::Trimmed {
             return None;
         }
-        // A lossy rewrite is taken only when it beats the lossless one: the compact JSON (or
-        // table encoding) the compact-json pass would send instead. A projection that hides a
+        // A lossy rewrite is taken only when it beats the lossless one: the re-encoding the
+        // compact-json pass would send instead. A projection that hides a
         // few short values can be longer than that once its footer is added.
         let tok = self.config.projection.tokenizer;
         let after = tok.count(&trimmed.text);

@@ -24,7 +24,7 @@
 //! before: {"inventory": [15 rows, row 10 {"name": "Peanut Butter 500g", "warning": "PEANUT_ALLERGEN"}]}
 //! after:  [ctxgc: output sampled, row numbers 1-based; $.inventory: 4 of 15 rows shown,
 //!          safety-flagged rows kept: 10 (warning allergen); 11 rows omitted: 4-9, 11-15; ...]
-//!         {"inventory":{"columns":["name","warning"],"rows":[...4 rows...]}}
+//!         {inventory:{columns:[name,warning],rows:[...4 rows...]}}
 //! ```
 //!
 //! **Code.** `sample-rows`.

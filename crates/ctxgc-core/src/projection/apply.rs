@@ -371,16 +371,16 @@ fn dedup_in_order(groups: Vec<String>) -> Vec<String> {
 }
 
 impl Projection {
-    /// The lossless encoding of a compact JSON text: itself, or with lists of records as
-    /// header + rows when [`LearnOptions::tables`](super::learn::LearnOptions) is on and
-    /// that is smaller.
+    /// The lossless encoding of a compact JSON text: itself, or, when
+    /// [`LearnOptions::tables`](super::learn::LearnOptions) is on, the `compact-json` pass's
+    /// re-encoding (plain notation, lists of records as header + rows) when that is smaller.
     fn lossless(&self, compact: String, parsed: &Output) -> String {
         if !self.rules.tables || !matches!(parsed, Output::Structured(_)) {
             return compact;
         }
         match crate::chat::compact::compact_json(&compact, self.tokenizer) {
-            Some(c) if c.tables => c.text,
-            _ => compact,
+            Some(c) => c.text,
+            None => compact,
         }
     }
 

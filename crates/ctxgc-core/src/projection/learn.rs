@@ -73,9 +73,10 @@ pub struct LearnOptions {
     /// default: plain text is read to reason more often than it is quoted, so the learner
     /// only suggests it (reason `whole_output`) and a person decides.
     pub drop_whole_text: bool,
-    /// Also re-encode lists of records as a header of keys plus rows when that is smaller
-    /// (lossless, but a different shape than the tool's; off by default). A compile's
-    /// projection pass always does, since the rewrite it has to beat does too.
+    /// Also re-encode a trimmed output as the `compact-json` pass does, when that is smaller:
+    /// plain notation, lists of records as a header of keys plus rows (lossless, but no
+    /// longer the tool's JSON; off by default). A compile's projection pass always does,
+    /// since the rewrite it has to beat does too.
     pub tables: bool,
     /// Hidden values can be recalled (the compile offers a recall tool, the proxy its expand
     /// tool, the gateway its recall): identifying fields no run used are hidden too, while
