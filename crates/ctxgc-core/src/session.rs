@@ -1,5 +1,6 @@
 //! The incremental engine: items are appended, passes keep their indexes up to date, and the
-//! plan for any item is answered on demand.
+//! plan for any item is answered on demand: every pass's claims on the item merged, per item
+//! and per block of a message (`session/claims.rs`).
 //!
 //! Batch compilation is the same engine fed the whole trace at once, so appending events one
 //! by one and compiling gives exactly what compiling the whole trace gives.
@@ -49,6 +50,7 @@ impl Default for RetentionPolicy {
 }
 
 mod cache;
+pub(crate) mod claims;
 
 pub use cache::{CacheModel, CompactionStep, DecisionEpoch};
 
@@ -98,6 +100,8 @@ pub struct Session {
     pending_events: HashMap<String, Vec<usize>>,
     latest_timestamp: Option<f64>,
     dead: Vec<bool>,
+    /// The pipeline, flat: a group of passes stored by an earlier version is opened on load.
+    #[serde(deserialize_with = "crate::passes::deserialize_pipeline")]
     passes: Vec<AnyPass>,
     compiled: usize,
     protection_changed: Vec<usize>,
@@ -139,7 +143,7 @@ impl Session {
             pending_events: HashMap::default(),
             latest_timestamp: None,
             dead: Vec::new(),
-            passes,
+            passes: crate::passes::flatten(passes),
             compiled: 0,
             protection_changed: Vec::new(),
             warnings: Vec::new(),
@@ -502,12 +506,7 @@ impl Session {
 
     /// The plan for item `i` with everything decided now, ignoring cache stability.
     pub fn eager_plan_of(&self, i: usize) -> ItemPlan {
-        let cx = self.cx();
-        let claim = self
-            .passes
-            .iter()
-            .find_map(|p| p.verdict(&cx, i))
-            .map(Box::new);
+        let claim = claims::verdict(&self.passes, &self.cx(), i).map(Box::new);
         if self.is_protected(i) {
             ItemPlan {
                 verdict: None,
@@ -608,12 +607,7 @@ impl Session {
 
     /// Tokens a withheld lossy rewrite of item `i` would have saved (0: none withheld).
     pub fn withheld_of(&self, i: usize) -> usize {
-        let cx = self.cx();
-        self.passes
-            .iter()
-            .map(|p| p.withheld(&cx, i))
-            .find(|&w| w > 0)
-            .unwrap_or(0)
+        claims::withheld(&self.passes, &self.cx(), i)
     }
 
     /// Reasons in force, for counting.

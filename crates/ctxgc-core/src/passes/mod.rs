@@ -193,7 +193,7 @@ registry! {
     RepeatedRun => repeated_runs::RepeatedRuns,
     ResolvedError => resolved_errors::ResolvedErrors,
     ReplacedNote => replaced_notes::ReplacedNotes,
-    /// The chat passes, run together.
+    /// A group of passes stored as one by an earlier version; opened into its passes on load.
     Chat => chat::ChatPasses,
     SupersededFact => superseded_facts::SupersededFacts,
     Register => replaced_register::ReplacedRegister,
@@ -230,9 +230,10 @@ pub fn event_pipeline_with(projection: Option<projection::ProjectionConfig>) -> 
     passes
 }
 
-/// The chat pipeline for a configuration (see [`crate::chat::Preset`]): one [`chat::ChatPasses`]
-/// running, in merge order, superseded-fact, register, superseded-read, duplicate-result,
-/// sample-rows, fold-text, compact-json and state-block. Passes the preset turns off are
+/// The chat pipeline for a configuration (see [`crate::chat::Preset`]), in order:
+/// superseded-fact, register, superseded-read, duplicate-result, sample-rows, fold-text,
+/// compact-json and state-block. A message's blocks each take the first pass's rewrite that
+/// claims them (see the engine's merge, `session/claims.rs`). Passes the preset turns off are
 /// configured to claim nothing.
 pub fn chat_pipeline(config: &crate::chat::ChatConfig) -> Vec<AnyPass> {
     chat_pipeline_with(config, None)
@@ -262,7 +263,29 @@ pub fn chat_pipeline_with(
         AnyPass::CompactJson(compact_json::CompactJson::new(config.clone())),
         AnyPass::StateBlock(state_blocks::StateBlocks::new(config.clone())),
     ]);
-    vec![AnyPass::Chat(chat::ChatPasses::new(passes))]
+    passes
+}
+
+/// The passes of `pipeline` with every group opened in place, in order: the engine merges
+/// claims across the whole pipeline itself.
+pub fn flatten(pipeline: Vec<AnyPass>) -> Vec<AnyPass> {
+    let mut flat = Vec::with_capacity(pipeline.len());
+    for pass in pipeline {
+        match pass {
+            AnyPass::Chat(group) => flat.extend(flatten(group.into_passes())),
+            other => flat.push(other),
+        }
+    }
+    flat
+}
+
+/// Reads a stored pipeline and [`flatten`]s it: a session stored when the chat passes ran as
+/// one group loads with each pass's state as it was.
+pub(crate) fn deserialize_pipeline<'de, D>(deserializer: D) -> Result<Vec<AnyPass>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    Vec::<AnyPass>::deserialize(deserializer).map(flatten)
 }
 
 /// The chat pipeline of a preset, with every other chat option at its default.
