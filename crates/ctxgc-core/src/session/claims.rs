@@ -74,7 +74,13 @@ pub(crate) fn merge(claims: impl IntoIterator<Item = Verdict>) -> Option<Verdict
 
 /// The verdict on item `i` from `passes`, in order.
 pub(crate) fn verdict(passes: &[AnyPass], cx: &Cx<'_>, i: usize) -> Option<Verdict> {
-    merge(passes.iter().filter_map(|p| p.verdict(cx, i)))
+    let mut claims = passes.iter().filter_map(|p| p.verdict(cx, i));
+    // Most items are kept or retired outright (every event a trace retires): no merge.
+    let first = claims.next()?;
+    if first.action == Action::Retire {
+        return Some(first);
+    }
+    merge(std::iter::once(first).chain(claims))
 }
 
 /// Tokens a lossy rewrite of item `i` that a pass withholds would have saved: the first such
