@@ -466,3 +466,103 @@ fn huge_strings_and_numbers_are_handled() {
         Some(true)
     );
 }
+
+/// Strings that sit on the edges of plain notation's quoting rules.
+const EDGE_STRINGS: &[&str] = &[
+    "",
+    " ",
+    "true",
+    "false",
+    "null",
+    "42",
+    "-1.5e3",
+    "01",
+    "+5",
+    "1e400",
+    "-",
+    "NaN",
+    " x",
+    "x ",
+    "\u{a0}x",
+    "a:b",
+    "a,b",
+    "[x]",
+    "{x}",
+    "\"q\"",
+    "back\\slash",
+    "tab\tin",
+    "é",
+    "columns",
+    "rows",
+    "every_row",
+    "row_groups",
+];
+
+fn plain_strings() -> impl Strategy<Value = String> {
+    prop_oneof![
+        any::<String>(),
+        "[ -~]{0,10}",
+        prop::sample::select(EDGE_STRINGS).prop_map(str::to_owned),
+    ]
+}
+
+/// JSON values built from awkward strings, numbers and nesting, and lists of records that
+/// share their keys (so tables, spread columns and `every_row` are taken).
+fn plain_values() -> impl Strategy<Value = serde_json::Value> {
+    use serde_json::Value;
+    let leaf = prop_oneof![
+        plain_strings().prop_map(Value::String),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(Value::from),
+        any::<bool>().prop_map(Value::Bool),
+        Just(Value::Null),
+        prop::sample::select(&["a", "b"][..]).prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, 96, 8, |inner| {
+        let record = prop::collection::vec(inner.clone(), 3).prop_map(|cells| {
+            let keys = ["id", "status", "price"];
+            Value::Object(keys.iter().map(|k| k.to_string()).zip(cells).collect())
+        });
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::btree_map(plain_strings(), inner, 0..6)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            prop::collection::vec(record, 2..6).prop_map(Value::Array),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: cases(256),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// Plain notation reads back every value it writes, and the compact-json re-encoding of a
+    /// JSON text (plain notation, tables) decodes to the same value.
+    #[test]
+    fn plain_notation_round_trips(value in plain_values()) {
+        use ctxgc_core::chat::compact::{compact_json, decode_tables};
+        use ctxgc_core::chat::plain::{from_plain, to_plain};
+        let written = to_plain(&value);
+        let read = from_plain(&written);
+        prop_assert_eq!(read, Ok(value.clone()), "{}", written);
+        if let Some(c) = compact_json(&value.to_string(), Tokenizer::O200kBase) {
+            let read = from_plain(&c.text).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let read = if c.tables { decode_tables(&read) } else { read };
+            prop_assert_eq!(read, value, "{}", c.text);
+        }
+    }
+
+    /// The plain-notation reader answers or errs on any text, mutated real output included.
+    #[test]
+    fn plain_reader_never_panics(text in any::<String>(), ms in mutations()) {
+        let _ = ctxgc_core::chat::plain::from_plain(&text);
+        let real = "{flights:{columns:[flight_number,departs],every_row:{origin:JFK},rows:[[HAT069,06:00:00],[HAT083,\"01\"]]}}";
+        let bytes = mutated(real, &ms);
+        let _ = ctxgc_core::chat::plain::from_plain(&String::from_utf8_lossy(&bytes));
+    }
+}
