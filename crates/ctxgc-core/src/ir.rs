@@ -367,18 +367,28 @@ fn write_canonical(value: &Value, out: &mut String) {
                 map.iter().map(|(k, v)| (k.as_str(), v)).collect();
             write_canonical_entries(&mut entries, out);
         }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
+        Value::Array(items) => write_joined(out, '[', ']', items, write_canonical),
         other => out.push_str(&other.to_string()),
     }
+}
+
+/// Writes `items` between `open` and `close`, comma-separated, each with `write_item`: the
+/// layout of a JSON array or object that every compact writer of the crate shares.
+pub(crate) fn write_joined<T>(
+    out: &mut String,
+    open: char,
+    close: char,
+    items: impl IntoIterator<Item = T>,
+    mut write_item: impl FnMut(T, &mut String),
+) {
+    out.push(open);
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_item(item, out);
+    }
+    out.push(close);
 }
 
 /// Writes the object of `entries` as [`canonical_json`] writes an object (it sorts them by

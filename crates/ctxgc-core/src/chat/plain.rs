@@ -26,6 +26,8 @@
 
 use serde_json::{Map, Number, Value};
 
+use crate::ir::write_joined;
+
 /// How deep [`from_plain`] follows nested brackets before it gives up: serde_json's own
 /// limit, so whatever was parsed from JSON can be read back.
 const MAX_DEPTH: usize = 128;
@@ -95,28 +97,12 @@ pub fn to_plain(value: &Value) -> String {
 pub fn write_plain(value: &Value, out: &mut String) {
     match value {
         Value::String(s) => write_string(s, out),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_plain(item, out);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            out.push('{');
-            for (i, (key, item)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_key(key, out);
-                out.push(':');
-                write_plain(item, out);
-            }
-            out.push('}');
-        }
+        Value::Array(items) => write_joined(out, '[', ']', items, write_plain),
+        Value::Object(map) => write_joined(out, '{', '}', map, |(key, item), out| {
+            write_key(key, out);
+            out.push(':');
+            write_plain(item, out);
+        }),
         other => out.push_str(&other.to_string()),
     }
 }
@@ -177,49 +163,52 @@ impl Reader<'_> {
     }
 
     fn object(&mut self, depth: usize) -> Result<Value, PlainError> {
-        self.at += 1;
         let mut map = Map::new();
-        if self.peek() == Some('}') {
-            self.at += 1;
-            return Ok(Value::Object(map));
-        }
-        loop {
-            let key = match self.peek() {
-                Some('"') => self.quoted()?,
-                _ => self.bare_word(|c| c == ':')?.to_owned(),
+        self.sequence('}', "',' or '}' was expected", |reader| {
+            let key = match reader.peek() {
+                Some('"') => reader.quoted()?,
+                _ => reader.bare_word(|c| c == ':')?.to_owned(),
             };
-            self.expect(':', "':' after a key was expected")?;
-            let value = self.value(depth + 1)?;
-            if map.insert(key, value).is_some() {
-                return Err(self.error("a key is repeated"));
+            reader.expect(':', "':' after a key was expected")?;
+            let value = reader.value(depth + 1)?;
+            match map.insert(key, value) {
+                Some(_) => Err(reader.error("a key is repeated")),
+                None => Ok(()),
             }
-            match self.peek() {
-                Some(',') => self.at += 1,
-                Some('}') => {
-                    self.at += 1;
-                    return Ok(Value::Object(map));
-                }
-                _ => return Err(self.error("',' or '}' was expected")),
-            }
-        }
+        })?;
+        Ok(Value::Object(map))
     }
 
     fn array(&mut self, depth: usize) -> Result<Value, PlainError> {
-        self.at += 1;
         let mut items = Vec::new();
-        if self.peek() == Some(']') {
+        self.sequence(']', "',' or ']' was expected", |reader| {
+            items.push(reader.value(depth + 1)?);
+            Ok(())
+        })?;
+        Ok(Value::Array(items))
+    }
+
+    /// Reads from an opening bracket to its `close`: entries read by `entry`, comma-separated.
+    fn sequence(
+        &mut self,
+        close: char,
+        problem: &'static str,
+        mut entry: impl FnMut(&mut Self) -> Result<(), PlainError>,
+    ) -> Result<(), PlainError> {
+        self.at += 1;
+        if self.peek() == Some(close) {
             self.at += 1;
-            return Ok(Value::Array(items));
+            return Ok(());
         }
         loop {
-            items.push(self.value(depth + 1)?);
+            entry(self)?;
             match self.peek() {
                 Some(',') => self.at += 1,
-                Some(']') => {
+                Some(c) if c == close => {
                     self.at += 1;
-                    return Ok(Value::Array(items));
+                    return Ok(());
                 }
-                _ => return Err(self.error("',' or ']' was expected")),
+                _ => return Err(self.error(problem)),
             }
         }
     }

@@ -398,28 +398,12 @@ fn walk<'a>(
 /// Writes a node as compact JSON (embedded documents back into their string, as JSON).
 pub fn write_compact(node: &Node, out: &mut String) {
     match node {
-        Node::Object(fields) => {
-            out.push('{');
-            for (i, (k, v)) in fields.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                write_compact(v, out);
-            }
-            out.push('}');
-        }
-        Node::Array(items) => {
-            out.push('[');
-            for (i, v) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_compact(v, out);
-            }
-            out.push(']');
-        }
+        Node::Object(fields) => crate::ir::write_joined(out, '{', '}', fields, |(k, v), out| {
+            out.push_str(&Value::String(k.clone()).to_string());
+            out.push(':');
+            write_compact(v, out);
+        }),
+        Node::Array(items) => crate::ir::write_joined(out, '[', ']', items, write_compact),
         Node::Embedded { doc, .. } => {
             let mut inner = String::new();
             write_compact(doc, &mut inner);
