@@ -537,9 +537,11 @@ fn decode_rows(columns: &[Column], shared: &Map<String, Value>, rows: &Value) ->
             let cells = row.as_array()?;
             let mut it = cells.iter();
             let mut m = rebuild(columns, &mut it)?;
-            for (key, value) in shared {
-                m.insert(key.clone(), decode_tables(value));
-            }
+            m.extend(
+                shared
+                    .iter()
+                    .map(|(key, value)| (key.clone(), value.clone())),
+            );
             it.next().is_none().then_some(Value::Object(m))
         })
         .collect::<Option<Vec<_>>>()
@@ -550,19 +552,24 @@ fn decode_rows(columns: &[Column], shared: &Map<String, Value>, rows: &Value) ->
 pub fn decode_tables(value: &Value) -> Value {
     match value {
         Value::Object(map) if table_shaped(map) => {
-            let no_shared = Map::new();
-            let shared = map
+            // Decoded once for the table, then copied into every row.
+            let shared: Map<String, Value> = map
                 .get(SHARED)
                 .and_then(Value::as_object)
-                .unwrap_or(&no_shared);
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), decode_tables(v)))
+                        .collect()
+                })
+                .unwrap_or_default();
             let decoded = parse_header(&map["columns"]).and_then(|columns| {
                 if let Some(rows) = map.get("rows") {
-                    decode_rows(&columns, shared, rows)
+                    decode_rows(&columns, &shared, rows)
                 } else {
                     map.get("row_groups")?
                         .as_array()?
                         .iter()
-                        .map(|g| decode_rows(&columns, shared, g))
+                        .map(|g| decode_rows(&columns, &shared, g))
                         .collect::<Option<Vec<_>>>()
                         .map(Value::Array)
                 }
