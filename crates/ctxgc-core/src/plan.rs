@@ -42,11 +42,14 @@ pub enum Reason {
     Projection,
     /// A register of live declared state added (or replaced).
     Register,
+    /// A record returned again, changed, by a later call (of any tool): the earlier copy is
+    /// stubbed once the agent has answered the newer one, where it can be recalled.
+    SupersededRecord,
 }
 
 impl Reason {
     /// Every code, in pipeline order.
-    pub const ALL: [Reason; 17] = [
+    pub const ALL: [Reason; 18] = [
         Reason::DeadBranch,
         Reason::Cycle,
         Reason::SupersededVar,
@@ -57,6 +60,7 @@ impl Reason {
         Reason::ReplacedNote,
         Reason::SupersededFact,
         Reason::SupersededRead,
+        Reason::SupersededRecord,
         Reason::DuplicateResult,
         Reason::StateBlock,
         Reason::CompactJson,
@@ -86,6 +90,7 @@ impl Reason {
             Reason::FoldText => "fold-text",
             Reason::Projection => "projection",
             Reason::Register => "register",
+            Reason::SupersededRecord => "superseded-record",
         }
     }
 

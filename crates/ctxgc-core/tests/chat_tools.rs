@@ -144,6 +144,131 @@ fn a_read_that_came_back_different_supersedes_the_earlier_one_outside_lossless()
     assert_eq!(decision(&c, "m1").0, Action::Keep);
 }
 
+/// True when item `id` was stubbed as superseded, as a call or as a record.
+fn superseded(c: &Compiled, id: &str) -> bool {
+    matches!(
+        decision(c, id).1,
+        Some(Reason::SupersededRead | Reason::SupersededRecord)
+    )
+}
+
+fn reservation(id: &str, user: &str, status: &str, price: u32) -> String {
+    json!({"reservation_id": id, "user_id": user, "cabin": "business", "status": status,
+           "flights": [{"flight_number": "HAT003", "date": "2024-05-19", "price": price},
+                       {"flight_number": "HAT290", "date": "2024-05-20", "price": price + 778}]})
+    .to_string()
+}
+
+#[test]
+fn a_record_returned_again_changed_by_another_tool_supersedes_the_earlier_read() {
+    let messages = [
+        call(
+            "c1",
+            "get_reservation_details",
+            json!({"reservation_id": "GV1N64"}),
+        ),
+        result("c1", &reservation("GV1N64", "james_9828", "active", 561)),
+        call(
+            "c2",
+            "update_reservation_flights",
+            json!({"reservation_id": "GV1N64", "cabin": "basic_economy"}),
+        ),
+        result("c2", &reservation("GV1N64", "james_9828", "active", 53)),
+    ];
+    // The agent has not answered the update yet: it may still compare old and new fares.
+    let c = run_with(&messages, recall());
+    assert!(!superseded(&c, "m1"));
+    // Once it has, the earlier version is a stub naming the record, the newer read and the
+    // way back.
+    let c = run_with(&answered(&messages), recall());
+    assert_eq!(
+        decision(&c, "m1"),
+        (
+            Action::Rewrite,
+            Some(Reason::SupersededRecord),
+            vec!["m3".into()]
+        )
+    );
+    assert_eq!(
+        content(&c, 1),
+        "[ctxgc: superseded: reservation_id \"GV1N64\" was returned again in m3, changed; \
+         call expand with id \"m1\" for the full output]"
+    );
+    assert!(
+        c.receipts.iter().any(|r| r.id == "m1"),
+        "the original is in a receipt"
+    );
+    // The aggressive preset takes it too; the default preset without a recall tool withholds
+    // it and reports what it would save; lossless never.
+    let c = run_with(&answered(&messages), preset(Preset::Aggressive));
+    assert_eq!(decision(&c, "m1").1, Some(Reason::SupersededRecord));
+    for p in [Preset::Default, Preset::Lossless] {
+        let c = run_with(&answered(&messages), preset(p));
+        assert!(!superseded(&c, "m1"), "{p:?}");
+        assert_eq!(c.would_save_tokens > 0, p == Preset::Default, "{p:?}");
+    }
+}
+
+#[test]
+fn records_that_only_share_an_owner_or_lose_fields_are_not_superseded() {
+    // Two bookings of one user: the same user_id (asked for by both calls), different
+    // reservations.
+    let c = run_with(
+        &answered(&[
+            call(
+                "c1",
+                "book_reservation",
+                json!({"user_id": "james_9828", "origin": "LAS"}),
+            ),
+            result("c1", &reservation("AAA111", "james_9828", "active", 561)),
+            call(
+                "c2",
+                "book_reservation",
+                json!({"user_id": "james_9828", "origin": "DEN"}),
+            ),
+            result("c2", &reservation("BBB222", "james_9828", "active", 99)),
+        ]),
+        recall(),
+    );
+    assert!(!superseded(&c, "m1"));
+    // A newer result that says less about the record (fields missing) does not stand for it.
+    let short = json!({"reservation_id": "GV1N64", "status": "cancelled"}).to_string();
+    let c = run_with(
+        &answered(&[
+            call(
+                "c1",
+                "get_reservation_details",
+                json!({"reservation_id": "GV1N64"}),
+            ),
+            result("c1", &reservation("GV1N64", "james_9828", "active", 561)),
+            call(
+                "c2",
+                "cancel_reservation",
+                json!({"reservation_id": "GV1N64"}),
+            ),
+            result("c2", &short),
+        ]),
+        recall(),
+    );
+    assert!(!superseded(&c, "m1"));
+    // An id the call did not ask for names no record read: a search that lists a
+    // reservation among others is not a read of it.
+    let c = run_with(
+        &answered(&[
+            call(
+                "c1",
+                "get_reservation_details",
+                json!({"reservation_id": "GV1N64"}),
+            ),
+            result("c1", &reservation("GV1N64", "james_9828", "active", 561)),
+            call("c2", "latest_reservation", json!({"user": "james"})),
+            result("c2", &reservation("GV1N64", "james_9828", "cancelled", 561)),
+        ]),
+        recall(),
+    );
+    assert!(!superseded(&c, "m1"));
+}
+
 #[test]
 fn errors_are_never_stubbed_away_or_called_resolved() {
     let error = "Error: reservation ZFA04Y is locked by another agent; retry later. Code 423.";

@@ -16,7 +16,12 @@ use ctxgc_core::{Action, Options, Reason, compile};
 mod common;
 use common::corpus;
 
-const LOSSY: [Reason; 3] = [Reason::FoldText, Reason::SampleRows, Reason::Projection];
+const LOSSY: [Reason; 4] = [
+    Reason::FoldText,
+    Reason::SampleRows,
+    Reason::Projection,
+    Reason::SupersededRecord,
+];
 
 fn is_assistant(conversation: &Conversation, i: usize) -> bool {
     matches!(&conversation.items[i].kind, Kind::Message(m) if m.role == Role::Assistant)

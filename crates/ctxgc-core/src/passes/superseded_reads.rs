@@ -1,13 +1,27 @@
-//! `superseded-read`: an earlier result of a call that was made again and came back
+//! `superseded-read`: an earlier read of a resource that was read again and came back
 //! different is stubbed.
 //!
-//! **What.** When the same call (tool name and canonical arguments) is made again later and
-//! its result differs, the earlier result is rewritten to a short stub naming the message
-//! with the newer result. The call stays, and so does its (stubbed) result, so pairing stays
-//! valid; the earlier output is in the receipt.
+//! **What.** A result reads a resource, and a later, different result of the same resource
+//! supersedes it: the earlier result is rewritten to a short stub naming the message with the
+//! newer one. The call stays, and so does its (stubbed) result, so pairing stays valid; the
+//! earlier output is in the receipt. Two results are of the same resource when
 //!
-//! **Why it is safe.** The newer result describes the world as it is now; the older one only
-//! competes with it. Error results are never stubbed, and an error never supersedes a
+//! - the same call (tool name and canonical arguments) was made again; or
+//! - both return *the same record*, whichever tools returned it: each is a JSON object whose
+//!   top-level id field (`reservation_id`, `orderId`) holds the value its call asked for, with
+//!   the same value in both; and the newer one has every top-level field of the earlier one,
+//!   with the same values in every id field they share. So `cancel_reservation(ZFA04Y)`,
+//!   returning the whole reservation with its new status, supersedes an earlier
+//!   `get_reservation_details(ZFA04Y)`; two bookings of one user (equal `user_id`, different
+//!   `reservation_id`) never supersede each other, nor does an order the newer result
+//!   describes with fewer fields.
+//!
+//! **Why it is safe.** The newer result describes the resource as it is now; the older one only
+//! competes with it. A record's earlier version still tells what changed (an agent prices a
+//! refund from the old and new fares), so that stub is a lossy rewrite: it waits until the
+//! agent has answered the newer result, and applies only where the agent can recall the
+//! original (a recall tool, or the `aggressive` preset); in the `default` preset without one
+//! it is withheld and what it would save is reported. Error results are never stubbed, and an error never supersedes a
 //! success — the record of a failure or of a success is kept either way, and no stub ever says
 //! that anything was resolved. Outputs of `--keep-tool` tools and of the recall tool are never
 //! touched, and a stub is used only when it costs fewer tokens than the output. A stub or note
@@ -19,24 +33,34 @@
 //! before: m3 tool (get_reservation {"id":"ZFA04Y"}) {"cabin":"economy",...}
 //!         m9 tool (get_reservation {"id":"ZFA04Y"}) {"cabin":"business",...}
 //! after:  m3 "[ctxgc: superseded: the same call was made again in m9 and returned a different result; ...]"
+//!
+//! before: m3 tool (get_reservation_details {"reservation_id":"ZFA04Y"}) {"reservation_id":"ZFA04Y","status":null,...}
+//!         m9 tool (cancel_reservation {"reservation_id":"ZFA04Y"}) {"reservation_id":"ZFA04Y","status":"cancelled",...}
+//! after:  m3 "[ctxgc: superseded: reservation_id \"ZFA04Y\" was returned again in m9, changed; ...]"
 //! ```
 //!
-//! **Code.** `superseded-read`.
+//! **Codes.** `superseded-read` (the same call); `superseded-record` (the same record, a
+//! lossy rewrite).
 
 use rustc_hash::FxHashMap as HashMap;
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
+use serde_json::Value;
+
 use super::{Cx, Pass, PassDoc};
 use crate::chat::ChatConfig;
-use crate::chat::pairing::Slot;
+use crate::chat::pairing::{ResultView, Slot};
+use crate::ir::{Block, Kind, Role, canonical_json};
 use crate::plan::{Action, BlockRewrite, Reason, Verdict};
+use crate::projection::learn::names_an_id;
+use crate::projection::usage::scalar_texts;
 
 /// This pass's doc.
 pub static DOC: PassDoc = PassDoc {
-    codes: &[Reason::SupersededRead],
-    summary: "stubs an earlier result of a call that was repeated later and came back different",
+    codes: &[Reason::SupersededRead, Reason::SupersededRecord],
+    summary: "stubs an earlier read of a resource (the same call, or the same record) that was read again later and came back different",
     doc: include_str!("superseded_reads.rs"),
 };
 
@@ -53,20 +77,117 @@ struct Read {
     /// Whether the output is text (only text is ever stubbed).
     #[serde(default = "yes")]
     text: bool,
+    /// For a read of a record: its shape, which a newer read must cover to supersede it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    record: Option<Shape>,
+}
+
+/// The shape of a record: its top-level keys and its id fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Shape {
+    /// Top-level keys, sorted.
+    keys: Vec<String>,
+    /// Top-level id fields (by name) and their values as canonical JSON, sorted by key.
+    ids: Vec<(String, String)>,
+}
+
+impl Shape {
+    /// True when `newer` says at least what this says about the same record: every key of
+    /// this one, and the same value in every id field.
+    fn covered_by(&self, newer: &Shape) -> bool {
+        self.keys
+            .iter()
+            .all(|k| newer.keys.binary_search(k).is_ok())
+            && self.ids.iter().all(|id| newer.ids.contains(id))
+    }
+}
+
+/// Whether `newer` may supersede `read` in one list: a read of the same call always may; a
+/// read of a record only by a read that covers its shape.
+fn may_supersede(read: &Read, newer: &Read) -> bool {
+    match (&read.record, &newer.record) {
+        (None, _) => true,
+        (Some(shape), Some(newer)) => shape.covered_by(newer),
+        (Some(_), None) => false,
+    }
+}
+
+/// Lists of reads of a record are keyed `\0record\0KEY\0VALUE`: a call signature starts with
+/// the length of its tool's name, so the two never meet.
+const RECORD: &str = "\0record\0";
+
+/// The records result `r` returns: for each top-level id field of its JSON object that holds
+/// a value the call was asked for, the key of that record's list; and the object's shape.
+fn records_of(cx: &Cx<'_>, r: &ResultView<'_>) -> Option<(Vec<String>, Shape)> {
+    let Some(Value::Object(fields)) = r.json() else {
+        return None;
+    };
+    let call = r.call.slot;
+    let Kind::Message(message) = &cx.items.get(call.item)?.kind else {
+        return None;
+    };
+    let Some(Block::ToolCall(call)) = message.blocks.get(call.block) else {
+        return None;
+    };
+    let mut asked = Vec::new();
+    scalar_texts(&call.arguments, &mut asked);
+    let mut ids: Vec<(String, String)> = (fields.iter())
+        .filter(|(k, _)| names_an_id(k))
+        .map(|(k, v)| (k.clone(), canonical_json(v)))
+        .collect();
+    ids.sort_unstable();
+    let lists: Vec<String> = (fields.iter())
+        .filter(|(k, _)| names_an_id(k))
+        .filter_map(|(k, v)| {
+            let text = match v {
+                Value::String(s) if !s.is_empty() => s.clone(),
+                Value::Number(n) => n.to_string(),
+                _ => return None,
+            };
+            asked
+                .contains(&text)
+                .then(|| format!("{RECORD}{k}\0{}", canonical_json(v)))
+        })
+        .collect();
+    if lists.is_empty() {
+        return None;
+    }
+    let mut keys: Vec<String> = fields.keys().cloned().collect();
+    keys.sort_unstable();
+    Some((lists, Shape { keys, ids }))
 }
 
 fn yes() -> bool {
     true
 }
 
-/// State: every result of each call signature, in order.
+/// State: every result of each call signature and of each record, in order.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SupersededReads {
     config: ChatConfig,
     reads: HashMap<String, Vec<Read>>,
-    /// item → (block, signature, position in its list).
+    /// item → (block, list key, position in its list).
     #[serde(with = "crate::chat::position_map")]
     member: HashMap<usize, Vec<(usize, String, usize)>>,
+    /// Position of the latest assistant message (0: none yet): reads before it are answered.
+    #[serde(default)]
+    answered_before: usize,
+    /// `(earlier, newer)` items of record reads superseded by a read the agent has not
+    /// answered yet: the earlier one's verdict changes once it has.
+    #[serde(default)]
+    waiting: Vec<(usize, usize)>,
+}
+
+/// A stub one block of an item may take.
+struct Stub {
+    block: usize,
+    text: String,
+    /// The item with the newer read.
+    newer: usize,
+    /// Tokens it saves.
+    saving: usize,
+    /// It stands for a record's earlier version (a lossy rewrite).
+    record: bool,
 }
 
 impl SupersededReads {
@@ -76,6 +197,48 @@ impl SupersededReads {
             config,
             ..Default::default()
         }
+    }
+
+    /// Notes result `r`, a successful read of the record whose list is `key`, with `shape`:
+    /// the earlier reads of the record it covers and differs from may now be stubbed (their
+    /// tokens are counted, and those before `start` are `moved`).
+    fn read_record(
+        &mut self,
+        cx: &Cx<'_>,
+        r: &ResultView<'_>,
+        (key, shape): (String, &Shape),
+        hash: &str,
+    ) {
+        let read = Read {
+            slot: r.slot,
+            hash: hash.to_owned(),
+            error: false,
+            tokens: None,
+            text: r.text.is_some(),
+            record: Some(shape.clone()),
+        };
+        let list = self.reads.entry(key.clone()).or_default();
+        for earlier in list
+            .iter_mut()
+            .filter(|e| !e.error && e.hash != hash && may_supersede(e, &read))
+        {
+            // Its stub waits for the agent's answer to this read.
+            self.waiting.push((earlier.slot.item, r.slot.item));
+            if earlier.text && earlier.tokens.is_none() {
+                let slot = earlier.slot;
+                earlier.tokens = cx
+                    .results(slot.item)
+                    .into_iter()
+                    .find(|e| e.slot.block == slot.block)
+                    .filter(|e| e.text.is_some())
+                    .map(|e| e.tokens(self.config.tokenizer));
+            }
+        }
+        self.member
+            .entry(r.slot.item)
+            .or_default()
+            .push((r.slot.block, key, list.len()));
+        list.push(read);
     }
 }
 
@@ -96,6 +259,9 @@ impl Pass for SupersededReads {
             }
         }
         for i in new {
+            if matches!(&cx.items[i].kind, Kind::Message(m) if m.role == Role::Assistant) {
+                self.answered_before = i;
+            }
             for r in cx.results(i) {
                 // A stub of an earlier compile is not a read: it neither supersedes nor is
                 // superseded (its original is in that compile's receipt).
@@ -150,54 +316,132 @@ impl Pass for SupersededReads {
                     error,
                     tokens: None,
                     text: r.text.is_some(),
+                    record: None,
                 });
+                if !error && let Some((lists, shape)) = records_of(cx, &r) {
+                    for key in lists {
+                        self.read_record(cx, &r, (key, &shape), r.output_hash());
+                    }
+                }
             }
         }
+        // Record reads whose newer version the agent has now answered may take their stub.
+        let answered = self.answered_before;
+        self.waiting.retain(|&(earlier, newer)| {
+            if newer >= answered {
+                return true;
+            }
+            if earlier < start {
+                moved.push(earlier);
+            }
+            false
+        });
         moved.sort_unstable();
         moved.dedup();
         moved
     }
 
     fn verdict(&self, cx: &Cx<'_>, i: usize) -> Option<Verdict> {
-        if !self.config.stub_superseded_reads || !cx.survives(i) {
+        let withhold = self.config.withhold_lossy;
+        let stubs: Vec<Stub> = (self.stubs(cx, i).into_iter())
+            .filter(|s| !(s.record && withhold))
+            .collect();
+        if stubs.is_empty() {
             return None;
         }
-        let mut rewrites = Vec::new();
         let mut by = Vec::new();
-        for (block, signature, pos) in self.member.get(&i)? {
-            let list = &self.reads[signature];
+        for s in &stubs {
+            if !by.contains(&s.newer) {
+                by.push(s.newer);
+            }
+        }
+        // An item whose stubs are all of records is a lossy rewrite, and says so.
+        let reason = if stubs.iter().all(|s| s.record) {
+            Reason::SupersededRecord
+        } else {
+            Reason::SupersededRead
+        };
+        Some(Verdict {
+            action: Action::Rewrite,
+            reason,
+            by,
+            rewrites: (stubs.into_iter())
+                .map(|s| BlockRewrite {
+                    block: s.block,
+                    text: s.text,
+                })
+                .collect(),
+            note: None,
+        })
+    }
+
+    fn withheld(&self, cx: &Cx<'_>, i: usize) -> usize {
+        if !self.config.withhold_lossy {
+            return 0;
+        }
+        (self.stubs(cx, i).iter())
+            .filter(|s| s.record)
+            .map(|s| s.saving)
+            .sum()
+    }
+}
+
+impl SupersededReads {
+    /// The stubs item `i` may take, at most one per block (a block read both as a call and
+    /// as a record takes the first that applies).
+    fn stubs(&self, cx: &Cx<'_>, i: usize) -> Vec<Stub> {
+        let mut stubs: Vec<Stub> = Vec::new();
+        if !self.config.stub_superseded_reads || !cx.survives(i) {
+            return stubs;
+        }
+        for (block, list_key, pos) in self.member.get(&i).into_iter().flatten() {
+            if stubs.iter().any(|s| s.block == *block) {
+                continue;
+            }
+            let Some(list) = self.reads.get(list_key) else {
+                continue;
+            };
             let read = &list[*pos];
             let Some(tokens) = read.tokens else { continue };
             if read.error {
                 continue;
             }
-            let Some(newer) = list[pos + 1..]
-                .iter()
-                .find(|n| !n.error && n.hash != read.hash && cx.survives(n.slot.item))
-            else {
+            let record = read.record.is_some();
+            let Some(newer) = list[pos + 1..].iter().find(|n| {
+                !n.error
+                    && n.hash != read.hash
+                    && may_supersede(read, n)
+                    && cx.survives(n.slot.item)
+                    && (!record || n.slot.item < self.answered_before)
+            }) else {
                 continue;
             };
-            let stub = format!(
-                "[ctxgc: superseded: the same call was made again in {} and returned a different result; {}]",
-                cx.items[newer.slot.item].id,
-                self.config.recovery_hint(&cx.items[i].id)
+            let (newer_id, hint) = (
+                &cx.items[newer.slot.item].id,
+                self.config.recovery_hint(&cx.items[i].id),
             );
-            if self.config.tokenizer.count(&stub) < tokens {
-                rewrites.push(BlockRewrite {
+            let text = match list_key
+                .strip_prefix(RECORD)
+                .and_then(|k| k.split_once('\0'))
+            {
+                Some((key, value)) => format!(
+                    "[ctxgc: superseded: {key} {value} was returned again in {newer_id}, changed; {hint}]"
+                ),
+                None => format!(
+                    "[ctxgc: superseded: the same call was made again in {newer_id} and returned a different result; {hint}]"
+                ),
+            };
+            let stub_tokens = self.config.tokenizer.count(&text);
+            if stub_tokens < tokens {
+                stubs.push(Stub {
                     block: *block,
-                    text: stub,
+                    text,
+                    newer: newer.slot.item,
+                    saving: tokens - stub_tokens,
+                    record,
                 });
-                if !by.contains(&newer.slot.item) {
-                    by.push(newer.slot.item);
-                }
             }
         }
-        (!rewrites.is_empty()).then_some(Verdict {
-            action: Action::Rewrite,
-            reason: Reason::SupersededRead,
-            by,
-            rewrites,
-            note: None,
-        })
+        stubs
     }
 }

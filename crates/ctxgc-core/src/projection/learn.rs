@@ -300,6 +300,19 @@ fn key_words(key: &str) -> Vec<String> {
     words
 }
 
+/// True when a key names a record's id by its last word (`id`, `order_id`, `userId`, `uuid`).
+///
+/// ```
+/// use ctxgc_core::projection::learn::names_an_id;
+/// assert!(names_an_id("reservation_id") && names_an_id("orderId") && names_an_id("id"));
+/// assert!(!names_an_id("paid") && !names_an_id("first_name"));
+/// ```
+pub fn names_an_id(key: &str) -> bool {
+    key_words(key)
+        .last()
+        .is_some_and(|w| matches!(w.as_str(), "id" | "uuid" | "guid"))
+}
+
 /// Last words of key names that identify a record.
 const IDENTIFYING_WORDS: [&str; 20] = [
     "id",
