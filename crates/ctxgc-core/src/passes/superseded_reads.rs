@@ -131,27 +131,28 @@ fn records_of(cx: &Cx<'_>, r: &ResultView<'_>) -> Option<(Vec<String>, Shape)> {
     };
     let mut asked = Vec::new();
     scalar_texts(&call.arguments, &mut asked);
-    let mut ids: Vec<(String, String)> = (fields.iter())
-        .filter(|(k, _)| names_an_id(k))
-        .map(|(k, v)| (k.clone(), canonical_json(v)))
-        .collect();
-    ids.sort_unstable();
+    if asked.is_empty() {
+        return None;
+    }
     let lists: Vec<String> = (fields.iter())
         .filter(|(k, _)| names_an_id(k))
         .filter_map(|(k, v)| {
-            let text = match v {
-                Value::String(s) if !s.is_empty() => s.clone(),
-                Value::Number(n) => n.to_string(),
-                _ => return None,
+            let asked_for = match v {
+                Value::String(s) => !s.is_empty() && asked.contains(s),
+                Value::Number(n) => asked.contains(&n.to_string()),
+                _ => false,
             };
-            asked
-                .contains(&text)
-                .then(|| format!("{RECORD}{k}\0{}", canonical_json(v)))
+            asked_for.then(|| format!("{RECORD}{k}\0{}", canonical_json(v)))
         })
         .collect();
     if lists.is_empty() {
         return None;
     }
+    let mut ids: Vec<(String, String)> = (fields.iter())
+        .filter(|(k, _)| names_an_id(k))
+        .map(|(k, v)| (k.clone(), canonical_json(v)))
+        .collect();
+    ids.sort_unstable();
     let mut keys: Vec<String> = fields.keys().cloned().collect();
     keys.sort_unstable();
     Some((lists, Shape { keys, ids }))
@@ -342,10 +343,7 @@ impl Pass for SupersededReads {
     }
 
     fn verdict(&self, cx: &Cx<'_>, i: usize) -> Option<Verdict> {
-        let withhold = self.config.withhold_lossy;
-        let stubs: Vec<Stub> = (self.stubs(cx, i).into_iter())
-            .filter(|s| !(s.record && withhold))
-            .collect();
+        let stubs = self.stubs(cx, i, !self.config.withhold_lossy);
         if stubs.is_empty() {
             return None;
         }
@@ -379,7 +377,7 @@ impl Pass for SupersededReads {
         if !self.config.withhold_lossy {
             return 0;
         }
-        (self.stubs(cx, i).iter())
+        (self.stubs(cx, i, true).iter())
             .filter(|s| s.record)
             .map(|s| s.saving)
             .sum()
@@ -388,8 +386,9 @@ impl Pass for SupersededReads {
 
 impl SupersededReads {
     /// The stubs item `i` may take, at most one per block (a block read both as a call and
-    /// as a record takes the first that applies).
-    fn stubs(&self, cx: &Cx<'_>, i: usize) -> Vec<Stub> {
+    /// as a record takes the first that applies, the call's); those of records only when
+    /// `records`.
+    fn stubs(&self, cx: &Cx<'_>, i: usize, records: bool) -> Vec<Stub> {
         let mut stubs: Vec<Stub> = Vec::new();
         if !self.config.stub_superseded_reads || !cx.survives(i) {
             return stubs;
@@ -407,6 +406,9 @@ impl SupersededReads {
                 continue;
             }
             let record = read.record.is_some();
+            if record && !records {
+                continue;
+            }
             let Some(newer) = list[pos + 1..].iter().find(|n| {
                 !n.error
                     && n.hash != read.hash

@@ -308,9 +308,26 @@ fn key_words(key: &str) -> Vec<String> {
 /// assert!(!names_an_id("paid") && !names_an_id("first_name"));
 /// ```
 pub fn names_an_id(key: &str) -> bool {
-    key_words(key)
-        .last()
-        .is_some_and(|w| matches!(w.as_str(), "id" | "uuid" | "guid"))
+    // The last word as `key_words` splits it, found without allocating: a compile asks this
+    // of every top-level key of every JSON tool output.
+    let (mut start, mut end) = (0, 0);
+    let (mut in_word, mut prev_lower) = (false, false);
+    for (i, c) in key.char_indices() {
+        if !c.is_alphanumeric() {
+            (in_word, prev_lower) = (false, false);
+            continue;
+        }
+        if !in_word || (c.is_uppercase() && prev_lower) {
+            start = i;
+        }
+        in_word = true;
+        prev_lower = c.is_lowercase() || c.is_ascii_digit();
+        end = i + c.len_utf8();
+    }
+    let last = &key[start..end];
+    ["id", "uuid", "guid"]
+        .iter()
+        .any(|w| last.eq_ignore_ascii_case(w))
 }
 
 /// Last words of key names that identify a record.
@@ -515,6 +532,35 @@ fn learn_tool(tool: &ToolCounts, options: &LearnOptions) -> ToolProjection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_an_id_reads_the_last_word_as_key_words_does() {
+        for key in [
+            "id",
+            "ID",
+            "userID",
+            "user_id",
+            "orderId",
+            "order-id",
+            "paid",
+            "idea",
+            "uuid",
+            "request_guid",
+            "Id_",
+            "__id__",
+            "",
+            "_",
+            "id2",
+            "Ölid",
+            "naïve_id",
+            "IDs",
+        ] {
+            let expected = key_words(key)
+                .last()
+                .is_some_and(|w| matches!(w.as_str(), "id" | "uuid" | "guid"));
+            assert_eq!(names_an_id(key), expected, "{key:?}");
+        }
+    }
 
     #[test]
     fn key_words_split_every_style() {
