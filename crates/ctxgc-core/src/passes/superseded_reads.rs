@@ -112,6 +112,15 @@ fn may_supersede(read: &Read, newer: &Read) -> bool {
     }
 }
 
+/// Tokens of the text output at `slot` (`None` when it is not text): what a stub must beat.
+fn text_tokens(cx: &Cx<'_>, slot: Slot, config: &ChatConfig) -> Option<usize> {
+    cx.results(slot.item)
+        .into_iter()
+        .find(|e| e.slot.block == slot.block)
+        .filter(|e| e.text.is_some())
+        .map(|e| e.tokens(config.tokenizer))
+}
+
 /// Lists of reads of a record are keyed `\0record\0KEY\0VALUE`: a call signature starts with
 /// the length of its tool's name, so the two never meet.
 const RECORD: &str = "\0record\0";
@@ -226,13 +235,7 @@ impl SupersededReads {
             // Its stub waits for the agent's answer to this read.
             self.waiting.push((earlier.slot.item, r.slot.item));
             if earlier.text && earlier.tokens.is_none() {
-                let slot = earlier.slot;
-                earlier.tokens = cx
-                    .results(slot.item)
-                    .into_iter()
-                    .find(|e| e.slot.block == slot.block)
-                    .filter(|e| e.text.is_some())
-                    .map(|e| e.tokens(self.config.tokenizer));
+                earlier.tokens = text_tokens(cx, earlier.slot, &self.config);
             }
         }
         self.member
@@ -297,13 +300,7 @@ impl Pass for SupersededReads {
                         .iter_mut()
                         .filter(|e| e.text && e.tokens.is_none() && e.hash != hash)
                     {
-                        let slot = earlier.slot;
-                        earlier.tokens = cx
-                            .results(slot.item)
-                            .into_iter()
-                            .find(|e| e.slot.block == slot.block)
-                            .filter(|e| e.text.is_some())
-                            .map(|e| e.tokens(self.config.tokenizer));
+                        earlier.tokens = text_tokens(cx, earlier.slot, &self.config);
                     }
                 }
                 self.member.entry(i).or_default().push((
