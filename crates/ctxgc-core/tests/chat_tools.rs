@@ -270,6 +270,47 @@ fn records_that_only_share_an_owner_or_lose_fields_are_not_superseded() {
 }
 
 #[test]
+fn a_polled_record_keeps_only_its_latest_version_in_full() {
+    // A job polled until it finishes: each changed status supersedes the one before, an
+    // unchanged one does not (it is the same output), and the latest stays whole.
+    let mut messages = Vec::new();
+    let polls = 400;
+    for n in 0..polls {
+        let id = format!("c{n}");
+        let status = if n == polls - 1 {
+            "done".to_owned()
+        } else {
+            format!("running, step {}", n / 2)
+        };
+        // Each call differs (its attempt number): only the record ties the polls together.
+        messages.push(call(
+            &id,
+            "get_job",
+            json!({"job_id": "J-77", "attempt": n}),
+        ));
+        let record = json!({"job_id": "J-77", "status": status, "log": "x ".repeat(60)});
+        messages.push(result(&id, &record.to_string()));
+        messages.push(json!({"role": "assistant", "content": "Still waiting."}));
+    }
+    let c = run_with(&messages, preset(Preset::Aggressive));
+    for n in 0..polls - 1 {
+        let id = format!("m{}", 3 * n + 1);
+        let (action, reason, by) = decision(&c, &id);
+        if n % 2 == 0 && n + 2 < polls {
+            // The next poll returned the same output: not superseded by it...
+            assert_eq!(by, vec![format!("m{}", 3 * n + 7)], "{id}");
+        } else {
+            assert_eq!(by, vec![format!("m{}", 3 * n + 4)], "{id}");
+        }
+        // ...and every poll but the last is superseded by the next different one.
+        assert_eq!(action, Action::Rewrite, "{id}");
+        assert_eq!(reason, Some(Reason::SupersededRecord), "{id}");
+    }
+    let last = format!("m{}", 3 * (polls - 1) + 1);
+    assert!(!superseded(&c, &last));
+}
+
+#[test]
 fn errors_are_never_stubbed_away_or_called_resolved() {
     let error = "Error: reservation ZFA04Y is locked by another agent; retry later. Code 423.";
     let ok = "{\"reservation_id\": \"ZFA04Y\", \"status\": \"cancelled\", \"refund\": 250}";

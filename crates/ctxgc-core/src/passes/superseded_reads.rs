@@ -186,6 +186,11 @@ pub struct SupersededReads {
     /// answered yet: the earlier one's verdict changes once it has.
     #[serde(default)]
     waiting: Vec<(usize, usize)>,
+    /// For each record's list, the positions of the reads no newer read covers yet: the only
+    /// ones a new read can supersede first. A record polled thousands of times (a job's
+    /// status) is then compared with the few reads still open, not with every earlier one.
+    #[serde(default)]
+    open: HashMap<String, Vec<usize>>,
 }
 
 /// A stub one block of an item may take.
@@ -228,16 +233,20 @@ impl SupersededReads {
             record: Some(shape.clone()),
         };
         let list = self.reads.entry(key.clone()).or_default();
-        for earlier in list
-            .iter_mut()
-            .filter(|e| !e.error && e.hash != hash && may_supersede(e, &read))
-        {
-            // Its stub waits for the agent's answer to this read.
+        let open = self.open.entry(key.clone()).or_default();
+        open.retain(|&pos| {
+            let earlier = &mut list[pos];
+            if earlier.hash == hash || !may_supersede(earlier, &read) {
+                return true;
+            }
+            // Superseded now: its stub waits for the agent's answer to this read.
             self.waiting.push((earlier.slot.item, r.slot.item));
             if earlier.text && earlier.tokens.is_none() {
                 earlier.tokens = text_tokens(cx, earlier.slot, &self.config);
             }
-        }
+            false
+        });
+        open.push(list.len());
         self.member
             .entry(r.slot.item)
             .or_default()
