@@ -215,8 +215,9 @@ impl SupersededReads {
     }
 
     /// Notes result `r`, a successful read of the record whose list is `key`, with `shape`:
-    /// the earlier reads of the record it covers and differs from may now be stubbed (their
-    /// tokens are counted, and those before `start` are `moved`).
+    /// the open earlier reads of the record it covers and differs from are superseded (their
+    /// tokens are counted now, and their stubs wait in `waiting` until the agent has
+    /// answered `r`).
     fn read_record(
         &mut self,
         cx: &Cx<'_>,
