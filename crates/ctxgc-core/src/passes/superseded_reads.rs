@@ -49,10 +49,11 @@ use serde::{Deserialize, Serialize};
 
 use serde_json::Value;
 
+use super::lossy::LossyGate;
 use super::{Cx, Pass, PassDoc};
 use crate::chat::ChatConfig;
 use crate::chat::pairing::{ResultView, Slot};
-use crate::ir::{Block, Kind, Role, canonical_json};
+use crate::ir::{Block, Kind, canonical_json};
 use crate::plan::{Action, BlockRewrite, Reason, Verdict};
 use crate::projection::learn::names_an_id;
 use crate::projection::usage::scalar_texts;
@@ -179,9 +180,9 @@ pub struct SupersededReads {
     /// item → (block, list key, position in its list).
     #[serde(with = "crate::chat::position_map")]
     member: HashMap<usize, Vec<(usize, String, usize)>>,
-    /// Position of the latest assistant message (0: none yet): reads before it are answered.
+    /// Which reads an assistant turn follows (the lossy passes' own notion of answered).
     #[serde(default)]
-    answered_before: usize,
+    answers: LossyGate,
     /// `(earlier, newer)` items of record reads superseded by a read the agent has not
     /// answered yet: the earlier one's verdict changes once it has.
     #[serde(default)]
@@ -273,9 +274,7 @@ impl Pass for SupersededReads {
             }
         }
         for i in new {
-            if matches!(&cx.items[i].kind, Kind::Message(m) if m.role == Role::Assistant) {
-                self.answered_before = i;
-            }
+            self.answers.observe(i, &cx.items[i]);
             for r in cx.results(i) {
                 // A stub of an earlier compile is not a read: it neither supersedes nor is
                 // superseded (its original is in that compile's receipt).
@@ -334,9 +333,9 @@ impl Pass for SupersededReads {
             }
         }
         // Record reads whose newer version the agent has now answered may take their stub.
-        let answered = self.answered_before;
+        let answers = &self.answers;
         self.waiting.retain(|&(earlier, newer)| {
-            if newer >= answered {
+            if !answers.answered(newer) {
                 return true;
             }
             if earlier < start {
@@ -381,7 +380,11 @@ impl Pass for SupersededReads {
     }
 
     fn withheld(&self, cx: &Cx<'_>, i: usize) -> usize {
-        if !self.config.withhold_lossy {
+        // Only record stubs are withheld: an item that read no record has none to report,
+        // and its call stubs are not built a second time.
+        let reads_a_record = (self.member.get(&i).into_iter().flatten())
+            .any(|(_, list, _)| list.starts_with(RECORD));
+        if !self.config.withhold_lossy || !reads_a_record {
             return 0;
         }
         (self.stubs(cx, i, true).iter())
@@ -421,7 +424,7 @@ impl SupersededReads {
                     && n.hash != read.hash
                     && may_supersede(read, n)
                     && cx.survives(n.slot.item)
-                    && (!record || n.slot.item < self.answered_before)
+                    && (!record || self.answers.answered(n.slot.item))
             }) else {
                 continue;
             };
