@@ -1,32 +1,16 @@
 //! The `ctxgc` binary as a user meets it: commands, exit codes, stdin, determinism across
 //! processes.
 
-use std::io::Write;
+mod common;
+use common::ctxgc_stdin;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 fn ctxgc(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ctxgc"))
         .args(args)
         .output()
         .expect("ctxgc runs")
-}
-
-fn ctxgc_stdin(args: &[&str], input: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ctxgc"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("ctxgc runs");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input)
-        .expect("write stdin");
-    child.wait_with_output().expect("ctxgc exits")
 }
 
 fn example() -> String {

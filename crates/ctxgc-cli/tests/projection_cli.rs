@@ -1,9 +1,10 @@
 //! `ctxgc learn`, `trim`, `measure` and `report` as a user runs them: on the fixture traces
 //! of the core crate and on the corpus, with reviewed edits, stdin, JSON output and errors.
 
-use std::io::Write;
+mod common;
+use common::ctxgc_stdin;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use serde_json::Value;
 
@@ -12,23 +13,6 @@ fn ctxgc(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("ctxgc runs")
-}
-
-fn ctxgc_stdin(args: &[&str], input: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ctxgc"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("ctxgc runs");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input)
-        .expect("write stdin");
-    child.wait_with_output().expect("ctxgc exits")
 }
 
 fn fixtures() -> Vec<String> {
