@@ -234,3 +234,79 @@ fn the_store_keeps_the_most_recent_and_the_expand_tool_is_described() {
     assert_eq!(tool.input_schema["required"], json!(["ref"]));
     assert!(tool.description.contains("[hidden:"));
 }
+
+/// A reviewed projection dropping `origin` as an echo of `flights[].origin`, an entry's
+/// `id` as an echo of its key, and `notes` as unused; `also_drop` adds fields dropped as
+/// unused.
+fn echo_projection(also_drop: &[&str]) -> Projection {
+    let mut drop = vec![
+        json!({"field": "origin", "reason": "echoed", "of": "flights[].origin"}),
+        json!({"field": "wallet{}.id", "reason": "echoed", "of": "wallet{}"}),
+        json!({"field": "notes", "reason": "never_used"}),
+    ];
+    drop.extend(
+        also_drop
+            .iter()
+            .map(|f| json!({"field": f, "reason": "never_used"})),
+    );
+    Projection::from_json(
+        &json!({"ctxgc_projection": 1, "rules": {"min_saving_tokens": 0}, "tools": {"get_trip": {"drop": drop}}})
+            .to_string(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn an_echo_is_hidden_only_where_its_values_are_still_shown() {
+    let p = echo_projection(&[]);
+    let echoed = r#"{"trip": "T1", "notes": "booked by phone, agent 17, confirmation sent twice", "origin": "MIA", "flights": [{"origin": "MIA", "to": "LAX"}, {"origin": "LAX", "to": "MIA"}], "wallet": {"card_7001": {"id": "card_7001", "brand": "visa"}}}"#;
+    let t = p.apply("get_trip", echoed);
+    assert_eq!(t.outcome, Outcome::Trimmed);
+    let (body, footer) = t.text.split_once('\n').unwrap();
+    assert_eq!(
+        body,
+        r#"{"trip":"T1","flights":[{"origin":"MIA","to":"LAX"},{"origin":"LAX","to":"MIA"}],"wallet":{"card_7001":{"brand":"visa"}}}"#
+    );
+    assert!(
+        footer.starts_with("[hidden: notes, origin, wallet{}.id — "),
+        "{footer}"
+    );
+    // Only the notes left the text: the echoes' values are still in it (no miss to measure).
+    assert_eq!(t.removed.iter().collect::<Vec<_>>(), ["notes"]);
+    assert_eq!(t.hidden_values, 3);
+
+    // Where the trip's origin is not among its flights', it stays; so does an entry's id
+    // that is not its own key.
+    let not_echoed = r#"{"trip": "T2", "notes": "booked by phone, agent 17, confirmation sent twice", "origin": "JFK", "flights": [{"origin": "MIA", "to": "LAX"}], "wallet": {"card_7001": {"id": "card_7002", "brand": "visa"}}}"#;
+    let t = p.apply("get_trip", not_echoed);
+    assert_eq!(t.outcome, Outcome::Trimmed);
+    let (body, footer) = t.text.split_once('\n').unwrap();
+    assert_eq!(
+        body,
+        r#"{"trip":"T2","origin":"JFK","flights":[{"origin":"MIA","to":"LAX"}],"wallet":{"card_7001":{"id":"card_7002","brand":"visa"}}}"#
+    );
+    assert!(footer.starts_with("[hidden: notes — "), "{footer}");
+}
+
+#[test]
+fn an_echo_of_a_field_that_is_itself_dropped_stays() {
+    let p = echo_projection(&["flights[].origin"]);
+    let t = p.apply(
+        "get_trip",
+        r#"{"trip": "T1", "notes": "booked by phone, agent 17, confirmation sent twice", "origin": "MIA", "flights": [{"origin": "MIA", "to": "LAX"}]}"#,
+    );
+    assert_eq!(t.outcome, Outcome::Trimmed);
+    let (body, footer) = t.text.split_once('\n').unwrap();
+    assert_eq!(
+        body, r#"{"trip":"T1","origin":"MIA","flights":[{"to":"LAX"}]}"#,
+        "MIA is still shown once"
+    );
+    assert!(
+        footer.starts_with("[hidden: notes, flights[].origin — "),
+        "{footer}"
+    );
+    assert_eq!(
+        t.removed.iter().collect::<Vec<_>>(),
+        ["flights[].origin", "notes"]
+    );
+}

@@ -307,3 +307,121 @@ fn recall_backed_rules_still_keep_what_was_seen_too_rarely() {
             .any(|d| d.field == "reservation_id" && d.reason == FieldReason::TooFewObservations)
     );
 }
+
+/// Runs of a trip tool whose output names the trip's origin and destination, and each
+/// payment method under its own id, twice; the agent quotes all of them.
+fn trip_runs(n: usize) -> Vec<Run> {
+    (0..n)
+        .map(|i| {
+            let mut run = Run::new(format!("t{i}"));
+            let (from, to) = (format!("AP{i}X"), format!("BQ{i}Y"));
+            let card = format!("card_{i}0071");
+            let output = json!({
+                "trip_code": format!("TRP{i}"),
+                "origin": from,
+                "destination": to,
+                "flights": [{"origin": from, "destination": to, "fare": 120 + i}],
+                "wallet": {card.clone(): {"id": card, "brand": "visa"}},
+            })
+            .to_string();
+            run.push_call("get_trip", json!({"trip": i}), output, None);
+            run.push_message(
+                format!(
+                    "Your trip goes from {from} to {to} for ${}, paid with {card}.",
+                    120 + i
+                ),
+                None,
+            );
+            run
+        })
+        .collect()
+}
+
+#[test]
+fn recall_backed_rules_hide_a_field_whose_values_another_kept_field_always_repeats() {
+    let c = counts(&trip_runs(6));
+    let f = &c.tools["get_trip"].fields["origin"];
+    assert_eq!(f.used, 6);
+    assert_eq!(f.echoed.get("flights[].origin"), Some(&6));
+
+    let p = Projection::learn(&c, &LearnOptions::recallable(), Tokenizer::default());
+    let t = &p.tools["get_trip"];
+    let echo = |field: &str| {
+        t.drop
+            .iter()
+            .find(|d| d.field == field)
+            .map(|d| (d.reason, d.of.as_deref(), d.used))
+    };
+    assert_eq!(
+        echo("origin"),
+        Some((FieldReason::Echoed, Some("flights[].origin"), 6))
+    );
+    assert_eq!(
+        echo("destination"),
+        Some((FieldReason::Echoed, Some("flights[].destination"), 6))
+    );
+    assert_eq!(
+        echo("wallet{}.id"),
+        Some((FieldReason::Echoed, Some("wallet{}"), 6))
+    );
+    // The fields that show the values stay, and legs are never echoes of each other.
+    for field in [
+        "flights[].origin",
+        "flights[].destination",
+        "flights[].fare",
+    ] {
+        assert!(t.keep.iter().any(|d| d.field == field), "{field} kept");
+    }
+    assert_eq!(
+        p.echoes("get_trip"),
+        [
+            ("destination", "flights[].destination"),
+            ("origin", "flights[].origin"),
+            ("wallet{}.id", "wallet{}")
+        ]
+    );
+    // The file says what each echo repeats, and reads back the same.
+    let json = p.to_json();
+    assert!(json.contains("\"of\": \"flights[].origin\""), "{json}");
+    assert_eq!(Projection::from_json(&json).unwrap(), p);
+
+    // Applied: the labels go, every value the agent quoted is still there.
+    let raw = trip_runs(7).pop().unwrap().calls[0].output.clone().unwrap();
+    let trimmed = p.apply("get_trip", &raw);
+    for value in ["AP6X", "BQ6Y", "card_60071", "126"] {
+        assert!(trimmed.text.contains(value), "{value}: {}", trimmed.text);
+    }
+    assert!(trimmed.removed.is_empty());
+
+    // Without a recall channel the default rules keep them.
+    let default = Projection::learn(&c, &LearnOptions::default(), Tokenizer::default());
+    let t = &default.tools["get_trip"];
+    assert!(t.keep.iter().any(|d| d.field == "origin"));
+    assert!(t.drop.iter().all(|d| d.reason != FieldReason::Echoed));
+    assert!(default.echoes("get_trip").is_empty());
+}
+
+#[test]
+fn a_field_that_only_sometimes_repeats_another_is_no_echo() {
+    let mut runs = trip_runs(6);
+    // In one run of six the trip's origin differs from its first flight's.
+    let other = json!({"trip_code": "TRP9", "origin": "ZZ9Q", "destination": "BQ9Y",
+        "flights": [{"origin": "AP9X", "destination": "BQ9Y", "fare": 129}],
+        "wallet": {"card_90071": {"id": "card_90071", "brand": "visa"}}})
+    .to_string();
+    runs[5] = Run::new("odd");
+    runs[5].push_call("get_trip", json!({"trip": 9}), other, None);
+    runs[5].push_message("From ZZ9Q via AP9X to BQ9Y, paid with card_90071.", None);
+    let p = Projection::learn(
+        &counts(&runs),
+        &LearnOptions::recallable(),
+        Tokenizer::default(),
+    );
+    let t = &p.tools["get_trip"];
+    assert!(t.keep.iter().any(|d| d.field == "origin"), "{t:?}");
+    assert!(
+        t.drop
+            .iter()
+            .any(|d| d.field == "destination" && d.reason == FieldReason::Echoed)
+    );
+}

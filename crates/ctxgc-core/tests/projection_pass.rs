@@ -333,3 +333,91 @@ fn a_recall_backed_projection_trims_only_when_the_model_can_recall() {
     // A projection learned with the conservative rules trims as before.
     assert_eq!(trims(false, None), (1, false));
 }
+
+#[test]
+fn a_recall_footer_lists_a_tools_hidden_fields_once() {
+    let reservation = |id: &str, insurance: bool| {
+        let mut r = json!({"reservation_id": id, "cabin": "economy",
+            "passengers": [{"first_name": "Ava", "last_name": "Rossi", "dob": "1973-11-14"},
+                           {"first_name": "Noah", "last_name": "Kim", "dob": "1980-02-01"}],
+            "created_at": "2024-05-08T15:22:23", "total_baggages": 1, "nonfree_baggages": 0});
+        if insurance {
+            r["insurance"] = json!("no");
+        }
+        r.to_string()
+    };
+    let mut messages = vec![json!({"role": "user", "content": "Check my bookings, please."})];
+    for (n, (id, insurance)) in [("ZFA04Y", true), ("MQHHT6", true), ("GV1N64", false)]
+        .into_iter()
+        .enumerate()
+    {
+        messages.push(json!({"role": "assistant", "content": "", "tool_calls": [{"id": format!("c{n}"), "type": "function",
+            "function": {"name": "get_reservation_details", "arguments": format!("{{\"reservation_id\": \"{id}\"}}")}}]}));
+        messages.push(json!({"role": "tool", "tool_call_id": format!("c{n}"), "content": reservation(id, insurance)}));
+    }
+    messages.push(json!({"role": "assistant", "content": "All three are in economy."}));
+    let chat = Value::Array(messages).to_string();
+    let projection = Projection::from_json(
+        &json!({"ctxgc_projection": 1, "rules": {"min_saving_tokens": 0},
+            "tools": {"get_reservation_details": {"drop": [
+                {"field": "passengers[].dob", "reason": "never_used"},
+                {"field": "created_at", "reason": "never_used"},
+                {"field": "total_baggages", "reason": "never_used"},
+                {"field": "nonfree_baggages", "reason": "never_used"},
+                {"field": "insurance", "reason": "never_used"}]}}})
+        .to_string(),
+    )
+    .expect("a projection");
+    let compiled = |recall: Option<&str>| {
+        let mut options = with_projection(&projection, recall);
+        if recall.is_none() {
+            // `default` withholds trims nobody could recall; `aggressive` takes them.
+            options.chat.preset = ctxgc_core::chat::Preset::Aggressive;
+        }
+        let out = compile(&chat, &options).expect("compiles");
+        let trimmed: Vec<String> = out
+            .decisions
+            .iter()
+            .filter(|d| d.reason == Some(Reason::Projection))
+            .map(|d| d.id.clone())
+            .collect();
+        let sent: Value = serde_json::from_str(&out.output).expect("JSON out");
+        let footers: Vec<String> = sent
+            .as_array()
+            .expect("messages")
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .filter_map(|m| m["content"].as_str()?.lines().last().map(str::to_owned))
+            .collect();
+        (trimmed, footers)
+    };
+    let (ids, footers) = compiled(Some("ctxgc_recall"));
+    assert_eq!(ids.len(), 3, "{footers:?}");
+    let list = "passengers[].dob, created_at, total_baggages, nonfree_baggages";
+    assert_eq!(
+        footers[0],
+        format!(
+            "[hidden: {list}, insurance — call ctxgc_recall with id \"{}\" for the full output]",
+            ids[0]
+        )
+    );
+    // The same fields again: named by the footer that listed them.
+    assert_eq!(
+        footers[1],
+        format!(
+            "[hidden: same fields as \"{}\" — call ctxgc_recall with id \"{}\" for the full output]",
+            ids[0], ids[1]
+        )
+    );
+    // Other fields (no insurance here): listed in full.
+    assert_eq!(
+        footers[2],
+        format!(
+            "[hidden: {list} — call ctxgc_recall with id \"{}\" for the full output]",
+            ids[2]
+        )
+    );
+    // Without a recall tool no footer has an id to point at: each lists its fields.
+    let (_, footers) = compiled(None);
+    assert_eq!(footers[1], format!("[hidden: {list}, insurance]"));
+}

@@ -365,6 +365,7 @@ fn decision_chip(f: &FieldReport) -> String {
         FieldReason::WholeOutput => "whole text output",
         FieldReason::HoldsFields => "holds fields",
         FieldReason::Reviewed => "reviewed",
+        FieldReason::Echoed => "shown in another field",
     };
     if f.dropped {
         format!("<span class=\"chip drop\">hidden</span> <span class=\"muted\">{reason}</span>")

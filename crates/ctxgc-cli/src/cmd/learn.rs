@@ -38,8 +38,9 @@ pub struct LearnFlags {
     #[arg(long)]
     pub drop_identifying: bool,
     /// The agent can recall hidden values (compile --expand-tool, the proxy's expand tool,
-    /// the gateway's recall): also hide identifying fields no run used, and fields used in
-    /// at most 10% of their calls (unless --max-used-share says otherwise).
+    /// the gateway's recall): also hide identifying fields no run used, fields used in at
+    /// most 10% of their calls (unless --max-used-share says otherwise), and fields whose
+    /// values another kept field of the same output always repeats.
     #[arg(long)]
     pub recallable: bool,
     /// Let a whole plain-text output be hidden when it is never used.

@@ -8,6 +8,12 @@
 //! (`--expand-tool`), the footer also says how to get the original back through it; without
 //! one it names no reference, since nobody could redeem it. The original is the item's receipt.
 //!
+//! With a recall tool, a footer names its fields once: a later output of the same tool that
+//! hides exactly the same fields says `[hidden: same fields as "m6" — call ...]`, pointing
+//! at the footer that listed them (the one that reads `with id "m6"`). A reservation looked
+//! up ten times costs its list of ten field names once, not ten times; when the listing
+//! output is itself stubbed later, what the short footer still says is enough to recall.
+//!
 //! **Why it is safe.** The projection is the operator's statement of what the agent does not
 //! need, learned from the agent's own runs and open to review; identifying fields (ids, names,
 //! titles) are always kept, error outputs are never trimmed, and an output is only trimmed
@@ -75,14 +81,18 @@ impl ProjectionConfig {
                 .any(|pattern| crate::chat::glob_match(pattern, tool))
     }
 
-    /// The footer of an output of item `id` that hid `hidden`.
-    fn footer(&self, id: &str, hidden: &[String]) -> String {
-        match &self.recall_tool {
-            Some(tool) => format!(
+    /// The footer of an output of item `id` that hid `hidden`; `listed_in`: the item whose
+    /// footer already listed the same fields of the same tool, if any.
+    fn footer(&self, id: &str, hidden: &[String], listed_in: Option<&str>) -> String {
+        match (&self.recall_tool, listed_in) {
+            (Some(tool), Some(first)) => format!(
+                "[hidden: same fields as \"{first}\" — call {tool} with id \"{id}\" for the full output]"
+            ),
+            (Some(tool), None) => format!(
                 "[hidden: {} — call {tool} with id \"{id}\" for the full output]",
                 hidden_list(hidden)
             ),
-            None => format!("[hidden: {}]", hidden_list(hidden)),
+            (None, _) => format!("[hidden: {}]", hidden_list(hidden)),
         }
     }
 }
@@ -99,6 +109,10 @@ pub struct ProjectionPass {
     /// Tokens each trimmed item's trims save.
     #[serde(default, with = "crate::chat::position_map")]
     saved: HashMap<usize, usize>,
+    /// Per tool and list of hidden fields (`tool\0list`), the item whose footer listed them
+    /// first.
+    #[serde(default)]
+    listed: std::collections::BTreeMap<String, String>,
 }
 
 impl ProjectionPass {
@@ -121,6 +135,7 @@ impl ProjectionPass {
             event_calls: Default::default(),
             rewrites: HashMap::default(),
             saved: HashMap::default(),
+            listed: Default::default(),
         }
     }
 
@@ -128,7 +143,7 @@ impl ProjectionPass {
     /// against the lossless rewrite (`lossless_tokens` counts it); `None` when nothing is
     /// hidden or hiding does not beat the lossless rewrite.
     fn trim(
-        &self,
+        &mut self,
         id: &str,
         tool: &str,
         text: &str,
@@ -138,7 +153,11 @@ impl ProjectionPass {
         if self.config.protected(tool) {
             return None;
         }
-        let footer = |_: &str, hidden: &[String]| self.config.footer(id, hidden);
+        let listing = |hidden: &[String]| format!("{tool}\0{}", hidden_list(hidden));
+        let footer = |_: &str, hidden: &[String]| {
+            let listed_in = self.listed.get(&listing(hidden)).map(String::as_str);
+            self.config.footer(id, hidden, listed_in)
+        };
         let trimmed = self
             .config
             .projection
@@ -152,7 +171,15 @@ impl ProjectionPass {
         let tok = self.config.projection.tokenizer;
         let after = tok.count(&trimmed.text);
         let lossless = lossless_tokens(tok);
-        (after < lossless).then(|| {
+        if after >= lossless {
+            return None;
+        }
+        if self.config.recall_tool.is_some() {
+            self.listed
+                .entry(listing(&trimmed.hidden))
+                .or_insert_with(|| id.to_owned());
+        }
+        {
             let saved = lossless - after;
             let note = format!(
                 "{tool}: hid {} value{} ({})",
@@ -160,8 +187,8 @@ impl ProjectionPass {
                 if trimmed.hidden_values == 1 { "" } else { "s" },
                 hidden_list(&trimmed.hidden)
             );
-            (trimmed.text, note, saved)
-        })
+            Some((trimmed.text, note, saved))
+        }
     }
 }
 
@@ -187,7 +214,7 @@ impl Pass for ProjectionPass {
                         .insert(call.call_id.clone(), call.name.clone());
                 }
                 Kind::ToolResult(out) => {
-                    let Some(tool) = self.event_calls.get(&out.call_id) else {
+                    let Some(tool) = self.event_calls.get(&out.call_id).cloned() else {
                         continue;
                     };
                     let text = output_text(&out.output);
@@ -196,7 +223,7 @@ impl Pass for ProjectionPass {
                             .map_or_else(|| tok.count(&text), |c| c.tokens_after)
                     };
                     if let Some((text, note, saved)) =
-                        self.trim(&item.id, tool, &text, out.is_error, lossless)
+                        self.trim(&item.id, &tool, &text, out.is_error, lossless)
                     {
                         self.rewrites
                             .insert(i, (vec![BlockRewrite { block: 0, text }], vec![note]));

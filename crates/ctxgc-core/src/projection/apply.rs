@@ -101,7 +101,8 @@ pub struct Trimmed {
     pub hidden: Vec<String>,
     /// Number of values hidden.
     pub hidden_values: usize,
-    /// Generalised paths of every leaf field removed.
+    /// Generalised paths of every leaf field whose values left the text (a field hidden as
+    /// an echo is not one: its values are still shown by another).
     pub removed: BTreeSet<String>,
     /// The original, to put in the receipt store (only when something was hidden).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -439,9 +440,23 @@ impl Projection {
         let Some(t) = self.tools.get(tool) else {
             return as_given(plain, Untrimmed::UnknownTool);
         };
-        let Some(drop) = self.dropped(tool).filter(|_| t.trim) else {
+        let Some(mut drop) = self.dropped(tool).filter(|_| t.trim) else {
             return as_given(plain, Untrimmed::TrimOff);
         };
+        let echoes = self.echoes(tool);
+        if !echoes.is_empty() {
+            // An echo goes only where its values are still shown by a field that stays.
+            let found = super::echo::echoes(&parsed);
+            for (field, of) in &echoes {
+                let shown = drop
+                    .get(of)
+                    .is_none_or(|_| echoes.iter().any(|(f, _)| f == of))
+                    && found.get(*field).is_some_and(|set| set.contains(*of));
+                if !shown {
+                    drop.remove(field);
+                }
+            }
+        }
         let reference = reference_of(tool, output);
         let (body, hidden, hidden_values, removed) = match &parsed {
             Output::Opaque(_) => {
@@ -459,7 +474,11 @@ impl Projection {
                     removed: BTreeSet::new(),
                 };
                 let kept = removal.trim(node, &mut String::new());
-                if removal.removed.is_empty() {
+                // An echo's values are still in the text: hidden from view, not removed.
+                removal
+                    .removed
+                    .retain(|path| !echoes.iter().any(|(field, _)| field == path));
+                if removal.groups.is_empty() {
                     return as_given(plain, Untrimmed::NothingDropped);
                 }
                 let body = match kept {

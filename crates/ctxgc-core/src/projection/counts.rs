@@ -43,6 +43,10 @@ pub struct FieldCounts {
     pub id_like: u64,
     /// Tokens its keys and values cost, over all calls.
     pub tokens: u64,
+    /// Per path `B`: calls in which every value of this field was also in `B` of the same
+    /// output (see [`super::echo`]).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub echoed: BTreeMap<String, u64>,
 }
 
 /// Counts of one tool.
@@ -87,6 +91,9 @@ impl FieldCounts {
         self.runs_used += o.runs_used;
         self.id_like += o.id_like;
         self.tokens += o.tokens;
+        for (path, n) in &o.echoed {
+            *self.echoed.entry(path.clone()).or_default() += n;
+        }
     }
     fn subtract(&mut self, o: &FieldCounts) {
         self.seen = self.seen.saturating_sub(o.seen);
@@ -95,6 +102,14 @@ impl FieldCounts {
         self.runs_used = self.runs_used.saturating_sub(o.runs_used);
         self.id_like = self.id_like.saturating_sub(o.id_like);
         self.tokens = self.tokens.saturating_sub(o.tokens);
+        for (path, n) in &o.echoed {
+            if let Some(mine) = self.echoed.get_mut(path) {
+                *mine = mine.saturating_sub(*n);
+                if *mine == 0 {
+                    self.echoed.remove(path);
+                }
+            }
+        }
     }
 }
 
@@ -311,6 +326,7 @@ pub fn observe_with_usage(run: &Run, usages: Vec<CallUsage>, tokenizer: Tokenize
         }
         // Per field, within this call: tokens, and whether every value looked like an id.
         let mut per_field: BTreeMap<String, (u64, bool)> = BTreeMap::new();
+        let echoes = super::echo::echoes(&parsed);
         match &parsed {
             Output::Structured(_) => {
                 tool.structured += 1;
@@ -339,6 +355,9 @@ pub fn observe_with_usage(run: &Run, usages: Vec<CallUsage>, tokenizer: Tokenize
             f.tokens += field_tokens;
             f.id_like += u64::from(id_like);
             f.used += u64::from(used);
+            for echoed in echoes.get(&path).into_iter().flatten() {
+                *f.echoed.entry(echoed.clone()).or_default() += 1;
+            }
             let key = (call.tool.clone(), path);
             if used && field_used.insert(key.clone()) {
                 f.runs_used += 1;

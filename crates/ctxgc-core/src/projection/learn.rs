@@ -21,7 +21,13 @@
 //! - an identifying field that no run used is hidden like any unused field (one that some
 //!   run used is still kept: the agent refers to records by it);
 //! - any other field used in at most [`RECALLABLE_USED_SHARE`] of the calls that had it is
-//!   hidden (reason `rarely_used`): the few calls that need it pay a recall.
+//!   hidden (reason `rarely_used`): the few calls that need it pay a recall;
+//! - a field whose values the same output always shows elsewhere — a trip's `origin` that
+//!   its `flights[].origin` repeat, an entry's `id` that repeats the entry's key — is hidden
+//!   however often it is used (reason `echoed`, with the field it echoes in `of`), as long
+//!   as that field is kept. Each output is checked again when trimmed, so such a field is
+//!   hidden only where its values are still in the text ([`super::echo`]). What is lost is
+//!   the label, not a value: the recall gives it back.
 //!
 //! Without a recall channel nothing changes: the default rules are the conservative ones.
 //!
@@ -165,6 +171,9 @@ pub enum FieldReason {
     /// Put there by a person (no reason given in the file).
     #[default]
     Reviewed,
+    /// Every call that had it showed its values in another kept field too (see `of`):
+    /// dropped under the recall-backed rules, in the outputs where that still holds.
+    Echoed,
 }
 
 /// One field's decision and the counts behind it.
@@ -184,6 +193,11 @@ pub struct FieldDecision {
     /// Why.
     #[serde(default)]
     pub reason: FieldReason,
+    /// For a field dropped as an echo: the field that shows its values (or, for a field that
+    /// repeats its entry's key, the entry's path, `payment_methods{}`). Trimming hides the
+    /// field only in outputs where that field holds all its values and is not dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub of: Option<String>,
 }
 
 /// One tool's projection.
@@ -464,13 +478,69 @@ impl Projection {
                 .iter()
                 .filter(|d| !keep.contains(d.field.as_str()))
                 .map(|d| {
-                    let values_only =
-                        matches!(d.reason, FieldReason::NeverUsed | FieldReason::RarelyUsed);
+                    let values_only = matches!(
+                        d.reason,
+                        FieldReason::NeverUsed | FieldReason::RarelyUsed | FieldReason::Echoed
+                    );
                     (d.field.as_str(), values_only)
                 })
                 .collect(),
         )
     }
+
+    /// The fields of `tool` dropped as echoes, each with the field that shows its values
+    /// (see [`FieldDecision::of`]); a field also listed under `keep` is kept.
+    pub fn echoes(&self, tool: &str) -> Vec<(&str, &str)> {
+        let Some(t) = self.tools.get(tool).filter(|t| t.trim) else {
+            return Vec::new();
+        };
+        t.drop
+            .iter()
+            .filter(|d| d.reason == FieldReason::Echoed)
+            .filter(|d| !t.keep.iter().any(|k| k.field == d.field))
+            .filter_map(|d| Some((d.field.as_str(), d.of.as_deref()?)))
+            .collect()
+    }
+}
+
+/// Moves kept fields that echoed a kept field in every call they were seen in to `drop`
+/// (reason [`FieldReason::Echoed`]). The field echoed must be kept for another reason than
+/// being an echo target: one dropped as unused would take the values with it.
+fn drop_echoes(
+    tool: &ToolCounts,
+    options: &LearnOptions,
+    keep: &mut Vec<FieldDecision>,
+    drop: &mut Vec<FieldDecision>,
+) {
+    let dropped: BTreeSet<String> = drop.iter().map(|d| d.field.clone()).collect();
+    let mut echoes = Vec::new();
+    keep.retain(|d| {
+        let judged = matches!(d.reason, FieldReason::Used | FieldReason::Identifying);
+        let Some(f) = tool.fields.get(&d.field).filter(|_| judged) else {
+            return true;
+        };
+        if f.seen < options.min_calls || f.runs_seen < options.min_runs {
+            return true;
+        }
+        // In path order, so the choice is the same every time.
+        let of = f
+            .echoed
+            .iter()
+            .find(|(of, calls)| **calls >= f.seen && !dropped.contains(*of))
+            .map(|(of, _)| of.clone());
+        match of {
+            Some(of) => {
+                echoes.push(FieldDecision {
+                    reason: FieldReason::Echoed,
+                    of: Some(of),
+                    ..d.clone()
+                });
+                false
+            }
+            None => true,
+        }
+    });
+    drop.extend(echoes);
 }
 
 fn learn_tool(tool: &ToolCounts, options: &LearnOptions) -> ToolProjection {
@@ -489,6 +559,7 @@ fn learn_tool(tool: &ToolCounts, options: &LearnOptions) -> ToolProjection {
             used: f.used,
             tokens: f.tokens.checked_div(f.seen).unwrap_or(0),
             reason,
+            of: None,
         };
         // Under the recall-backed rules an identifying field no run used is judged like any
         // other field; one that some run used is kept whatever the share.
@@ -513,6 +584,9 @@ fn learn_tool(tool: &ToolCounts, options: &LearnOptions) -> ToolProjection {
         } else {
             keep.push(decision(FieldReason::Used));
         }
+    }
+    if options.recallable {
+        drop_echoes(tool, options, &mut keep, &mut drop);
     }
     // Biggest savings first, for the reviewer.
     drop.sort_by(|a, b| {

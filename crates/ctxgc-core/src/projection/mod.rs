@@ -39,6 +39,7 @@
 pub mod apply;
 pub mod auto;
 pub mod counts;
+pub mod echo;
 pub mod fields;
 pub mod learn;
 pub mod measure;
