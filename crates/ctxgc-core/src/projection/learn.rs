@@ -443,12 +443,23 @@ impl Projection {
         for (tool, t) in &p.tools {
             for (list, entries) in [("keep", &t.keep), ("drop", &t.drop)] {
                 for (index, d) in entries.iter().enumerate() {
-                    if d.field.trim().is_empty() {
+                    let wrong = if d.field.trim().is_empty() {
+                        Some("the field path is empty")
+                    } else if list == "drop"
+                        && d.reason == FieldReason::Echoed
+                        && d.of.as_deref().is_none_or(|of| of.trim().is_empty())
+                    {
+                        // Without it the field would be hidden unchecked, values and all.
+                        Some("an echoed field names the field that shows its values in \"of\"")
+                    } else {
+                        None
+                    };
+                    if let Some(message) = wrong {
                         return Err(ProjectionError::Field {
                             tool: tool.clone(),
                             list,
                             index,
-                            message: "the field path is empty".into(),
+                            message: message.into(),
                         });
                     }
                 }
@@ -667,6 +678,14 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("drop[0]"), "{err}");
+        let err = Projection::from_json(
+            r#"{"ctxgc_projection": 1, "tools": {"t": {"drop": [{"field": "a"}, {"field": "origin", "reason": "echoed"}]}}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            r#"projection: tool "t": drop[1]: an echoed field names the field that shows its values in "of""#
+        );
         let err = Projection::from_json("{").unwrap_err();
         assert!(err.to_string().contains("line 1"), "{err}");
     }
