@@ -311,6 +311,42 @@ fn a_polled_record_keeps_only_its_latest_version_in_full() {
 }
 
 #[test]
+fn a_call_polled_unchanged_for_long_is_superseded_by_its_first_change() {
+    // The same call polled 300 times: the first 120 answers are one result, the next 180
+    // another, then the job ends. Every read of a run is superseded by the first read of
+    // the next run (however long its own run), repeats inside a run point at their twin,
+    // and the last read stays whole.
+    let mut messages = Vec::new();
+    let polls = 301;
+    let status = |n: usize| match n {
+        0..120 => "queued",
+        120..300 => "running",
+        _ => "done",
+    };
+    for n in 0..polls {
+        let id = format!("c{n}");
+        messages.push(call(&id, "get_job", json!({"job_id": "J-77"})));
+        let out = json!({"job_id": "J-77", "status": status(n), "log": "x ".repeat(60)});
+        messages.push(result(&id, &out.to_string()));
+        messages.push(json!({"role": "assistant", "content": "Still waiting."}));
+    }
+    let c = run_with(&messages, preset(Preset::Aggressive));
+    let item = |n: usize| format!("m{}", 3 * n + 1);
+    for (n, first_of_next_run) in [(0, 120), (1, 120), (119, 120), (120, 300), (299, 300)] {
+        let (action, reason, by) = decision(&c, &item(n));
+        assert_eq!(action, Action::Rewrite, "{}", item(n));
+        assert_eq!(
+            reason,
+            Some(Reason::SupersededRead),
+            "{}: superseded, not a duplicate",
+            item(n)
+        );
+        assert_eq!(by, vec![item(first_of_next_run)], "{}", item(n));
+    }
+    assert!(!superseded(&c, &item(polls - 1)));
+}
+
+#[test]
 fn errors_are_never_stubbed_away_or_called_resolved() {
     let error = "Error: reservation ZFA04Y is locked by another agent; retry later. Code 423.";
     let ok = "{\"reservation_id\": \"ZFA04Y\", \"status\": \"cancelled\", \"refund\": 250}";

@@ -192,6 +192,38 @@ pub struct SupersededReads {
     /// status) is then compared with the few reads still open, not with every earlier one.
     #[serde(default)]
     open: HashMap<String, Vec<usize>>,
+    /// For each list, where each run of equal results starts: a read's newer, different
+    /// result is looked for from the next run on, not through every repeat of its own (a
+    /// job polled unchanged thousands of times is one run). Rebuilt for a list stored
+    /// without it.
+    #[serde(default)]
+    runs: HashMap<String, Vec<usize>>,
+}
+
+/// Where each run of equal results starts in `list`.
+fn run_starts(list: &[Read]) -> Vec<usize> {
+    (0..list.len())
+        .filter(|&i| i == 0 || list[i].hash != list[i - 1].hash)
+        .collect()
+}
+
+/// Notes, in `runs`, a result with `hash` about to be pushed at the end of `list` (`key`).
+fn note_run(runs: &mut HashMap<String, Vec<usize>>, key: &str, list: &[Read], hash: &str) {
+    let starts_run = list.last().is_none_or(|last| last.hash != hash);
+    match runs.get_mut(key) {
+        Some(starts) => {
+            if starts_run {
+                starts.push(list.len());
+            }
+        }
+        None => {
+            let mut starts = run_starts(list);
+            if starts_run {
+                starts.push(list.len());
+            }
+            runs.insert(key.to_owned(), starts);
+        }
+    }
 }
 
 /// A stub one block of an item may take.
@@ -236,19 +268,25 @@ impl SupersededReads {
         };
         let list = self.reads.entry(key.clone()).or_default();
         let open = self.open.entry(key.clone()).or_default();
-        open.retain(|&pos| {
-            let earlier = &mut list[pos];
-            if earlier.hash == hash || !may_supersede(earlier, &read) {
-                return true;
-            }
-            // Superseded now: its stub waits for the agent's answer to this read.
-            self.waiting.push((earlier.slot.item, r.slot.item));
-            if earlier.text && earlier.tokens.is_none() {
-                earlier.tokens = text_tokens(cx, earlier.slot, &self.config);
-            }
-            false
-        });
+        // A repeat of the latest read supersedes nothing that one did not (same output,
+        // same shape): a record polled unchanged is not compared with every open read again.
+        let repeat = list.last().is_some_and(|last| last.hash == hash);
+        if !repeat {
+            open.retain(|&pos| {
+                let earlier = &mut list[pos];
+                if earlier.hash == hash || !may_supersede(earlier, &read) {
+                    return true;
+                }
+                // Superseded now: its stub waits for the agent's answer to this read.
+                self.waiting.push((earlier.slot.item, r.slot.item));
+                if earlier.text && earlier.tokens.is_none() {
+                    earlier.tokens = text_tokens(cx, earlier.slot, &self.config);
+                }
+                false
+            });
+        }
         open.push(list.len());
+        note_run(&mut self.runs, &key, list, hash);
         self.member
             .entry(r.slot.item)
             .or_default()
@@ -284,10 +322,17 @@ impl Pass for SupersededReads {
                 let hash = r.output_hash().to_owned();
                 let error = r.is_error();
                 let list = self.reads.entry(r.call.signature.clone()).or_default();
-                if !error {
+                // The latest surviving result: when this one repeats it, no earlier read
+                // changes (a job polled unchanged for hours is one long run of it).
+                let repeats_latest = list
+                    .iter()
+                    .rev()
+                    .find(|e| !e.error && cx.survives(e.slot.item))
+                    .is_some_and(|e| e.hash == hash);
+                if !error && !repeats_latest {
                     // The earlier reads that no surviving read has contradicted yet (the
-                    // latest run of one result) now have this one as their newer read, if it
-                    // differs. Reads before that run already name a newer one.
+                    // latest run of one result) now have this one as their newer read. Reads
+                    // before that run already name a newer one.
                     let mut run_hash: Option<&str> = None;
                     let run: Vec<usize> = list
                         .iter()
@@ -303,6 +348,13 @@ impl Pass for SupersededReads {
                     if run_hash != Some(hash.as_str()) {
                         moved.extend(run.into_iter().filter(|&m| m < start));
                     }
+                }
+                // After a successful read with the same result, every earlier read this one
+                // differs from was counted then.
+                let counted = list
+                    .last()
+                    .is_some_and(|last| !last.error && last.hash == hash);
+                if !error && !counted {
                     // Every earlier text read this one differs from may now be stubbed: the
                     // verdict compares its tokens with the stub's, so count them now.
                     for earlier in list
@@ -312,6 +364,7 @@ impl Pass for SupersededReads {
                         earlier.tokens = text_tokens(cx, earlier.slot, &self.config);
                     }
                 }
+                note_run(&mut self.runs, &r.call.signature, list, &hash);
                 self.member.entry(i).or_default().push((
                     r.slot.block,
                     r.call.signature.clone(),
@@ -419,7 +472,12 @@ impl SupersededReads {
             if record && !records {
                 continue;
             }
-            let Some(newer) = list[pos + 1..].iter().find(|n| {
+            // Reads up to the next run repeat this one's result: none of them is newer.
+            let next_run = self.runs.get(list_key).map_or(pos + 1, |starts| {
+                let run = starts.partition_point(|&start| start <= *pos);
+                starts.get(run).copied().unwrap_or(list.len())
+            });
+            let Some(newer) = list[next_run..].iter().find(|n| {
                 !n.error
                     && n.hash != read.hash
                     && may_supersede(read, n)
