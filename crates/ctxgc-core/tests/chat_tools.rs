@@ -69,6 +69,18 @@ fn content(c: &Compiled, index: usize) -> String {
         .to_owned()
 }
 
+/// Asserts that message `index` (item `m{index}`) was rewritten to `stub` for `reason`,
+/// naming the item `by`.
+fn assert_stub(c: &Compiled, index: usize, (reason, by): (Reason, &str), stub: &str) {
+    let id = format!("m{index}");
+    assert_eq!(
+        decision(c, &id),
+        (Action::Rewrite, Some(reason), vec![by.to_owned()]),
+        "{id}"
+    );
+    assert_eq!(content(c, index), stub, "{id}");
+}
+
 fn user_record() -> String {
     json!({"name": "Ada Lovelace", "email": "ada@example.com", "membership": "gold",
            "reservations": ["ZFA04Y", "8JX2WO", "Q69X3R"], "address": {"city": "London", "zip": "NW1"}})
@@ -83,17 +95,11 @@ fn an_identical_repeated_call_points_at_its_twin() {
         call("c2", "get_user", json!({"id": 7})),
         result("c2", &user_record()),
     ]);
-    assert_eq!(
-        decision(&c, "m3"),
-        (
-            Action::Rewrite,
-            Some(Reason::DuplicateResult),
-            vec!["m1".into()]
-        )
-    );
-    assert_eq!(
-        content(&c, 3),
-        "[ctxgc: same output as the identical call answered in m1]"
+    assert_stub(
+        &c,
+        3,
+        (Reason::DuplicateResult, "m1"),
+        "[ctxgc: same output as the identical call answered in m1]",
     );
     // The earlier one is sent whole: only re-encoded, every value still there.
     assert_eq!(
@@ -181,18 +187,12 @@ fn a_record_returned_again_changed_by_another_tool_supersedes_the_earlier_read()
     // Once it has, the earlier version is a stub naming the record, the newer read and the
     // way back.
     let c = run_with(&answered(&messages), recall());
-    assert_eq!(
-        decision(&c, "m1"),
-        (
-            Action::Rewrite,
-            Some(Reason::SupersededRecord),
-            vec!["m3".into()]
-        )
-    );
-    assert_eq!(
-        content(&c, 1),
+    assert_stub(
+        &c,
+        1,
+        (Reason::SupersededRecord, "m3"),
         "[ctxgc: superseded: reservation_id \"GV1N64\" was returned again in m3, changed; \
-         call expand with id \"m1\" for the full output]"
+         call expand with id \"m1\" for the full output]",
     );
     assert!(
         c.receipts.iter().any(|r| r.id == "m1"),

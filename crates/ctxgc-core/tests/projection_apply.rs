@@ -256,20 +256,23 @@ fn echo_projection(also_drop: &[&str]) -> Projection {
     .unwrap()
 }
 
+/// Asserts that `t` was trimmed to `body`, under a footer starting with `footer_start`.
+fn assert_trimmed(t: &ctxgc_core::projection::Trimmed, body: &str, footer_start: &str) {
+    assert_eq!(t.outcome, Outcome::Trimmed);
+    let (sent, footer) = t.text.split_once('\n').unwrap();
+    assert_eq!(sent, body);
+    assert!(footer.starts_with(footer_start), "{footer}");
+}
+
 #[test]
 fn an_echo_is_hidden_only_where_its_values_are_still_shown() {
     let p = echo_projection(&[]);
     let echoed = r#"{"trip": "T1", "notes": "booked by phone, agent 17, confirmation sent twice", "origin": "MIA", "flights": [{"origin": "MIA", "to": "LAX"}, {"origin": "LAX", "to": "MIA"}], "wallet": {"card_7001": {"id": "card_7001", "brand": "visa"}}}"#;
     let t = p.apply("get_trip", echoed);
-    assert_eq!(t.outcome, Outcome::Trimmed);
-    let (body, footer) = t.text.split_once('\n').unwrap();
-    assert_eq!(
-        body,
-        r#"{"trip":"T1","flights":[{"origin":"MIA","to":"LAX"},{"origin":"LAX","to":"MIA"}],"wallet":{"card_7001":{"brand":"visa"}}}"#
-    );
-    assert!(
-        footer.starts_with("[hidden: notes, origin, wallet{}.id — "),
-        "{footer}"
+    assert_trimmed(
+        &t,
+        r#"{"trip":"T1","flights":[{"origin":"MIA","to":"LAX"},{"origin":"LAX","to":"MIA"}],"wallet":{"card_7001":{"brand":"visa"}}}"#,
+        "[hidden: notes, origin, wallet{}.id — ",
     );
     // Only the notes left the text: the echoes' values are still in it (no miss to measure).
     assert_eq!(t.removed.iter().collect::<Vec<_>>(), ["notes"]);
@@ -278,14 +281,11 @@ fn an_echo_is_hidden_only_where_its_values_are_still_shown() {
     // Where the trip's origin is not among its flights', it stays; so does an entry's id
     // that is not its own key.
     let not_echoed = r#"{"trip": "T2", "notes": "booked by phone, agent 17, confirmation sent twice", "origin": "JFK", "flights": [{"origin": "MIA", "to": "LAX"}], "wallet": {"card_7001": {"id": "card_7002", "brand": "visa"}}}"#;
-    let t = p.apply("get_trip", not_echoed);
-    assert_eq!(t.outcome, Outcome::Trimmed);
-    let (body, footer) = t.text.split_once('\n').unwrap();
-    assert_eq!(
-        body,
-        r#"{"trip":"T2","origin":"JFK","flights":[{"origin":"MIA","to":"LAX"}],"wallet":{"card_7001":{"id":"card_7002","brand":"visa"}}}"#
+    assert_trimmed(
+        &p.apply("get_trip", not_echoed),
+        r#"{"trip":"T2","origin":"JFK","flights":[{"origin":"MIA","to":"LAX"}],"wallet":{"card_7001":{"id":"card_7002","brand":"visa"}}}"#,
+        "[hidden: notes — ",
     );
-    assert!(footer.starts_with("[hidden: notes — "), "{footer}");
 }
 
 #[test]
@@ -295,15 +295,11 @@ fn an_echo_of_a_field_that_is_itself_dropped_stays() {
         "get_trip",
         r#"{"trip": "T1", "notes": "booked by phone, agent 17, confirmation sent twice", "origin": "MIA", "flights": [{"origin": "MIA", "to": "LAX"}]}"#,
     );
-    assert_eq!(t.outcome, Outcome::Trimmed);
-    let (body, footer) = t.text.split_once('\n').unwrap();
-    assert_eq!(
-        body, r#"{"trip":"T1","origin":"MIA","flights":[{"to":"LAX"}]}"#,
-        "MIA is still shown once"
-    );
-    assert!(
-        footer.starts_with("[hidden: notes, flights[].origin — "),
-        "{footer}"
+    // MIA is still shown once: the trip's origin stays.
+    assert_trimmed(
+        &t,
+        r#"{"trip":"T1","origin":"MIA","flights":[{"to":"LAX"}]}"#,
+        "[hidden: notes, flights[].origin — ",
     );
     assert_eq!(
         t.removed.iter().collect::<Vec<_>>(),

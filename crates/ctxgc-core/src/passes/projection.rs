@@ -81,18 +81,18 @@ impl ProjectionConfig {
                 .any(|pattern| crate::chat::glob_match(pattern, tool))
     }
 
-    /// The footer of an output of item `id` that hid `hidden`; `listed_in`: the item whose
-    /// footer already listed the same fields of the same tool, if any.
-    fn footer(&self, id: &str, hidden: &[String], listed_in: Option<&str>) -> String {
+    /// The footer of an output of item `id` that hid the fields `list` names
+    /// ([`hidden_list`]); `listed_in`: the item whose footer already listed the same fields
+    /// of the same tool, if any.
+    fn footer(&self, id: &str, list: &str, listed_in: Option<&str>) -> String {
         match (&self.recall_tool, listed_in) {
             (Some(tool), Some(first)) => format!(
                 "[hidden: same fields as \"{first}\" — call {tool} with id \"{id}\" for the full output]"
             ),
-            (Some(tool), None) => format!(
-                "[hidden: {} — call {tool} with id \"{id}\" for the full output]",
-                hidden_list(hidden)
-            ),
-            (None, _) => format!("[hidden: {}]", hidden_list(hidden)),
+            (Some(tool), None) => {
+                format!("[hidden: {list} — call {tool} with id \"{id}\" for the full output]")
+            }
+            (None, _) => format!("[hidden: {list}]"),
         }
     }
 }
@@ -153,10 +153,12 @@ impl ProjectionPass {
         if self.config.protected(tool) {
             return None;
         }
-        let listing = |hidden: &[String]| format!("{tool}\0{}", hidden_list(hidden));
+        // What keys `listed`: the tool and its footer's list of fields.
+        let listing = |list: &str| format!("{tool}\0{list}");
         let footer = |_: &str, hidden: &[String]| {
-            let listed_in = self.listed.get(&listing(hidden)).map(String::as_str);
-            self.config.footer(id, hidden, listed_in)
+            let list = hidden_list(hidden);
+            let listed_in = self.listed.get(&listing(&list)).map(String::as_str);
+            self.config.footer(id, &list, listed_in)
         };
         let trimmed = self
             .config
@@ -174,21 +176,18 @@ impl ProjectionPass {
         if after >= lossless {
             return None;
         }
+        let list = hidden_list(&trimmed.hidden);
         if self.config.recall_tool.is_some() {
             self.listed
-                .entry(listing(&trimmed.hidden))
+                .entry(listing(&list))
                 .or_insert_with(|| id.to_owned());
         }
-        {
-            let saved = lossless - after;
-            let note = format!(
-                "{tool}: hid {} value{} ({})",
-                trimmed.hidden_values,
-                if trimmed.hidden_values == 1 { "" } else { "s" },
-                hidden_list(&trimmed.hidden)
-            );
-            Some((trimmed.text, note, saved))
-        }
+        let note = format!(
+            "{tool}: hid {} value{} ({list})",
+            trimmed.hidden_values,
+            if trimmed.hidden_values == 1 { "" } else { "s" },
+        );
+        Some((trimmed.text, note, lossless - after))
     }
 }
 
