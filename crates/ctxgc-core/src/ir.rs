@@ -360,7 +360,8 @@ pub fn canonical_json(value: &Value) -> String {
     out
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
+/// Appends [`canonical_json`] of `value` to `out`.
+pub(crate) fn write_canonical(value: &Value, out: &mut String) {
     match value {
         Value::Object(map) => {
             let mut entries: Vec<(&str, &Value)> =

@@ -52,3 +52,105 @@ fn a_session_stored_with_its_chat_passes_grouped_compiles_on_alike() {
         );
     }
 }
+
+/// `session` as an earlier version stored it, with one pass per form of duplicate where it
+/// now has `duplicates`: `old` is the stored entry (name and state) put in its place.
+fn stored_before_duplicates_merged(session: &Session, old: impl Fn(&Value) -> Value) -> Value {
+    let mut stored = serde_json::to_value(session).expect("a session serialises");
+    let passes = stored["passes"].as_array_mut().expect("a list of passes");
+    let at = passes
+        .iter()
+        .position(|p| p.get("duplicates").is_some())
+        .expect("the pipeline has the duplicates pass");
+    passes[at] = old(&passes[at]["duplicates"]);
+    stored
+}
+
+/// Loads `stored` and compiles `rest` on it and on `never_stored`: plans and decisions must
+/// be equal, and some must be duplicates.
+fn compiles_on_alike(
+    stored: Value,
+    mut never_stored: Session,
+    rest: &[ctxgc_core::ir::Item],
+    what: &str,
+) {
+    let mut loaded: Session = serde_json::from_value(stored).expect("the old pipeline loads");
+    let names: Vec<String> = serde_json::to_value(&loaded).expect("serialises")["passes"]
+        .as_array()
+        .expect("passes")
+        .iter()
+        .filter_map(|p| p.as_object()?.keys().next().cloned())
+        .collect();
+    assert!(
+        names.contains(&"duplicates".to_owned()),
+        "{what}: {names:?}"
+    );
+    assert!(
+        !names.iter().any(|n| n.starts_with("duplicate-")),
+        "{what}: {names:?}"
+    );
+    for session in [&mut never_stored, &mut loaded] {
+        session.extend(rest.to_vec()).expect("extends");
+        session.compile();
+    }
+    assert_eq!(loaded.plans(), never_stored.plans(), "{what}: plans");
+    let decisions = loaded.decisions();
+    assert_eq!(decisions, never_stored.decisions(), "{what}: decisions");
+    assert!(
+        decisions.iter().any(|d| matches!(
+            d.reason,
+            Some(ctxgc_core::Reason::DuplicateCall | ctxgc_core::Reason::DuplicateResult)
+        )),
+        "{what}: the pass had duplicates to find"
+    );
+}
+
+#[test]
+fn a_chat_session_stored_with_duplicate_result_compiles_on_alike() {
+    let items = common::agent_chat_items(60);
+    let (first, rest) = items.split_at(items.len() / 2);
+    for preset in [Preset::Default, Preset::Aggressive, Preset::Lossless] {
+        let mut never_stored = session_template(&common::preset_options(preset));
+        never_stored.extend(first.to_vec()).expect("extends");
+        never_stored.compile();
+        // The state `duplicate-result` stored: its configuration, the last result of each
+        // call and the stubs it had decided.
+        let stored = stored_before_duplicates_merged(
+            &never_stored,
+            |now| json!({ "duplicate-result": { "config": now["config"], "last": {}, "stubs": {} } }),
+        );
+        compiles_on_alike(stored, never_stored, rest, &format!("{preset:?}"));
+    }
+}
+
+#[test]
+fn an_event_session_stored_with_duplicate_call_compiles_on_alike() {
+    use ctxgc_core::formats::events::{EventOptions, lower_events};
+    let mut found = 0;
+    for (name, text) in common::tracegc_fixtures() {
+        let items = lower_events(&text, &EventOptions::default()).expect("the fixture lowers");
+        let mut whole = Session::new(Default::default());
+        whole.extend(items.clone()).expect("extends");
+        whole.compile();
+        // Stored just before the first repeat: its twin is in the stored part.
+        let Some(repeat) = whole
+            .decisions()
+            .iter()
+            .position(|d| d.reason == Some(ctxgc_core::Reason::DuplicateCall))
+        else {
+            continue;
+        };
+        found += 1;
+        let (first, rest) = items.split_at(repeat);
+        let mut never_stored = Session::new(Default::default());
+        never_stored.extend(first.to_vec()).expect("extends");
+        never_stored.compile();
+        // The state `duplicate-call` stored: pairs grouped by signature, and each member.
+        let stored = stored_before_duplicates_merged(
+            &never_stored,
+            |_| json!({ "duplicate-call": { "groups": {}, "member": {} } }),
+        );
+        compiles_on_alike(stored, never_stored, rest, &name);
+    }
+    assert!(found > 0, "some fixture repeats a call");
+}

@@ -13,7 +13,7 @@ use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::chat::compact::{Compacted, compact_parsed};
-use crate::ir::{Block, Call, Item, Kind};
+use crate::ir::{Block, Call, Item, Kind, ToolOutput};
 use crate::tokens::Tokenizer;
 
 /// A block of an item: its position in the session and its index in the message's blocks.
@@ -62,24 +62,73 @@ pub struct Pairing {
     answered: HashMap<usize, Vec<(usize, Slot)>>,
 }
 
+/// A tool call or a tool result, wherever the IR holds it.
+enum ToolPart<'a> {
+    Call(&'a Call),
+    Result(&'a ToolOutput),
+}
+
+/// Calls `f` with each tool call and result of an item and its block index: a message's
+/// call and result blocks, or the single block a `tool_call` / `tool_result` event is.
+fn for_each_tool_part<'a>(item: &'a Item, mut f: impl FnMut(usize, ToolPart<'a>)) {
+    match &item.kind {
+        Kind::ToolCall(call) => f(0, ToolPart::Call(call)),
+        Kind::ToolResult(out) => f(0, ToolPart::Result(out)),
+        Kind::Message(message) => {
+            for (b, block) in message.blocks.iter().enumerate() {
+                match block {
+                    Block::ToolCall(call) => f(b, ToolPart::Call(call)),
+                    Block::ToolResult(out) => f(b, ToolPart::Result(out)),
+                    _ => {}
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The tool output of result block `block` of `item` (block 0 of a `tool_result` event).
+fn output_at(item: &Item, block: usize) -> Option<&ToolOutput> {
+    match &item.kind {
+        Kind::ToolResult(out) if block == 0 => Some(out),
+        Kind::Message(message) => match message.blocks.get(block)? {
+            Block::ToolResult(out) => Some(out),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// A message's tool output with the state blocks it must not carry removed, when it is
+/// text and that changed it (see [`ResultView::text`]).
+fn stripped_text(item: &Item, output: &ToolOutput) -> Option<String> {
+    match &item.kind {
+        Kind::Message(_) => {
+            crate::chat::output_text(output).and_then(crate::chat::state::strip_blocks)
+        }
+        _ => None,
+    }
+}
+
 /// The signature of a call: name and canonical arguments, length-prefixed.
 pub fn call_signature(call: &Call) -> String {
-    let args = crate::ir::canonical_json(&call.arguments);
-    format!("{}:{}\u{0}{}", call.name.len(), call.name, args)
+    let mut signature = format!("{}:{}\u{0}", call.name.len(), call.name);
+    crate::ir::write_canonical(&call.arguments, &mut signature);
+    signature
 }
 
 impl Pairing {
-    /// Takes item `i` into account (items must be added in order).
+    /// Takes item `i` into account (items must be added in order). A `tool_call` or
+    /// `tool_result` event is paired as the one block it is (block 0), so every pass sees
+    /// the calls and results of traces and transcripts alike.
     pub fn add(&mut self, i: usize, item: &Item) {
-        let Kind::Message(message) = &item.kind else {
-            return;
-        };
-        for (b, block) in message.blocks.iter().enumerate() {
-            match block {
-                Block::ToolCall(call) => {
+        for_each_tool_part(item, |b, part| {
+            let slot = Slot { item: i, block: b };
+            match part {
+                ToolPart::Call(call) => {
                     let index = self.calls.len();
                     self.calls.push(CallInfo {
-                        slot: Slot { item: i, block: b },
+                        slot,
                         name: call.name.clone(),
                         signature: call_signature(call),
                     });
@@ -88,12 +137,12 @@ impl Pairing {
                         .or_default()
                         .push_back(index);
                 }
-                Block::ToolResult(out) => {
+                ToolPart::Result(out) => {
                     let Some(queue) = self.open.get_mut(&out.call_id) else {
-                        continue;
+                        return;
                     };
                     let Some(index) = queue.pop_front() else {
-                        continue;
+                        return;
                     };
                     if queue.is_empty() {
                         self.open.remove(&out.call_id);
@@ -103,11 +152,10 @@ impl Pairing {
                     self.answered
                         .entry(call.item)
                         .or_default()
-                        .push((call.block, Slot { item: i, block: b }));
+                        .push((call.block, slot));
                 }
-                _ => {}
             }
-        }
+        });
     }
 
     /// The call that result block `block` of item `item` answers.
@@ -172,9 +220,10 @@ pub struct ToolIndex {
 /// What is known of one result block, each part computed when first asked.
 #[derive(Debug, Clone, Default)]
 struct ResultFacts {
-    /// The text with state blocks removed, when removing them changed it (otherwise the
-    /// output's own text is used).
+    /// A message's output with state blocks removed, when removing them changed it.
     stripped: Option<String>,
+    /// An event's output that is not a string, as compact JSON (computed when first asked).
+    rendered: OnceLock<String>,
     json: OnceLock<Option<serde_json::Value>>,
     hash: OnceLock<String>,
     error: OnceLock<bool>,
@@ -198,18 +247,11 @@ impl ToolIndex {
         let end = end.min(items.len());
         for (i, item) in items.iter().enumerate().take(end).skip(self.added) {
             self.pairing.add(i, item);
-            let Kind::Message(message) = &item.kind else {
-                continue;
-            };
             let facts: Vec<ResultFacts> = self
                 .pairing
                 .results_in(i)
                 .map(|(b, _)| ResultFacts {
-                    stripped: match message.blocks.get(b) {
-                        Some(Block::ToolResult(output)) => crate::chat::output_text(output)
-                            .and_then(crate::chat::state::strip_blocks),
-                        _ => None,
-                    },
+                    stripped: output_at(item, b).and_then(|output| stripped_text(item, output)),
                     ..ResultFacts::default()
                 })
                 .collect();
@@ -227,26 +269,16 @@ impl ToolIndex {
 
     /// The results in item `i` (already taken, `item` being `items[i]`), each with its call.
     pub fn results<'a>(&'a self, i: usize, item: &'a Item) -> Vec<ResultView<'a>> {
-        let Kind::Message(message) = &item.kind else {
-            return Vec::new();
-        };
         let facts = self.results.get(&i).map_or(&[][..], Vec::as_slice);
         self.pairing
             .results_in(i)
             .zip(facts)
             .filter_map(|((b, call), facts)| {
-                let Block::ToolResult(output) = message.blocks.get(b)? else {
-                    return None;
-                };
-                let text = match &facts.stripped {
-                    Some(stripped) => Some(stripped.as_str()),
-                    None => crate::chat::output_text(output),
-                };
                 Some(ResultView {
                     slot: Slot { item: i, block: b },
                     call,
-                    output,
-                    text,
+                    output: output_at(item, b)?,
+                    event: matches!(item.kind, Kind::ToolResult(_)),
                     facts,
                 })
             })
@@ -263,22 +295,39 @@ pub struct ResultView<'a> {
     pub call: &'a CallInfo,
     /// The output as given.
     pub output: &'a crate::ir::ToolOutput,
-    /// Its text with state blocks removed (what the model receives), when it is text.
-    pub text: Option<&'a str>,
+    /// It is a `tool_result` event (otherwise a block of a message).
+    event: bool,
     facts: &'a ResultFacts,
 }
 
 impl<'a> ResultView<'a> {
+    /// The text the model receives, when a pass may rewrite it. A message's output: its
+    /// text ([`crate::chat::output_text`]) with state blocks removed. An event's output is
+    /// shown whole: a string as it is, any other value as compact JSON.
+    pub fn text(&self) -> Option<&'a str> {
+        if let Some(stripped) = &self.facts.stripped {
+            return Some(stripped);
+        }
+        if !self.event {
+            return crate::chat::output_text(self.output);
+        }
+        let facts = self.facts;
+        Some(match &self.output.output {
+            serde_json::Value::String(text) => text,
+            other => facts.rendered.get_or_init(|| other.to_string()),
+        })
+    }
+
     /// True when the output is a stub or note an earlier compile wrote (see
     /// [`crate::chat::written_by_ctxgc`]): no pass rewrites it or takes it as evidence.
     pub fn written_by_ctxgc(&self) -> bool {
-        self.text.is_some_and(crate::chat::written_by_ctxgc)
+        self.text().is_some_and(crate::chat::written_by_ctxgc)
     }
 
     /// The text parsed by [`crate::chat::compact::parse_json_output`]: a JSON object or array
     /// that can be re-encoded without loss.
     pub fn json(&self) -> Option<&'a serde_json::Value> {
-        let text = self.text;
+        let text = self.text();
         self.facts
             .json
             .get_or_init(|| text.and_then(crate::chat::compact::parse_json_output))
@@ -297,7 +346,7 @@ impl<'a> ResultView<'a> {
 
     /// Tokens of the text (0 when it is not text).
     pub fn tokens(&self, tokenizer: Tokenizer) -> usize {
-        let count = || (tokenizer, self.text.map_or(0, |t| tokenizer.count(t)));
+        let count = || (tokenizer, self.text().map_or(0, |t| tokenizer.count(t)));
         match self.facts.tokens.get_or_init(count) {
             &(t, n) if t == tokenizer => n,
             _ => count().1,
@@ -308,7 +357,7 @@ impl<'a> ResultView<'a> {
     /// ([`crate::chat::compact::compact_parsed`]), when the output is JSON and it saves tokens.
     pub fn compacted(&self, tokenizer: Tokenizer) -> Option<Cow<'a, Compacted>> {
         let compute = || {
-            let (text, value) = (self.text?, self.json()?);
+            let (text, value) = (self.text()?, self.json()?);
             compact_parsed(text, value, || self.tokens(tokenizer), tokenizer)
         };
         match self.facts.compacted.get_or_init(|| (tokenizer, compute())) {
@@ -330,7 +379,7 @@ impl<'a> ResultView<'a> {
         if self.output.is_error {
             return true;
         }
-        let Some(text) = self.text else {
+        let Some(text) = self.text() else {
             return false;
         };
         *self.facts.error.get_or_init(|| {

@@ -82,7 +82,10 @@ impl Pass for CompactJson {
         // all computed on every core first. The tool index keeps each result, so the loop
         // below reads them in order and decides exactly as it would alone.
         let tokenizer = self.config.tokenizer;
-        let text_bytes: usize = candidates.iter().map(|r| r.text.map_or(0, str::len)).sum();
+        let text_bytes: usize = candidates
+            .iter()
+            .map(|r| r.text().map_or(0, str::len))
+            .sum();
         crate::parallel::map_in_order(&candidates, text_bytes * REENCODE_COST, |_, r| {
             r.compacted(tokenizer);
         });

@@ -81,7 +81,7 @@ impl Pass for FoldText {
             config,
             (&mut self.gate, &mut self.rewrites),
             |r| {
-                let text = r.text?;
+                let text = r.text()?;
                 let hint = config.recovery_hint(&cx.items[r.slot.item].id);
                 fold_unless_json(
                     text,

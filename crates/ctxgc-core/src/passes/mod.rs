@@ -22,8 +22,7 @@ pub mod chat;
 pub mod compact_json;
 pub mod cycles;
 pub mod dead_branch;
-pub mod duplicate_calls;
-pub mod duplicate_results;
+pub mod duplicates;
 pub mod fold_text;
 pub mod lossy;
 pub mod projection;
@@ -177,9 +176,16 @@ macro_rules! registry {
             }
         }
 
-        /// Every pass's documentation, in registry order.
+        /// Every pass's documentation, in registry order (once each: a pass stored under an
+        /// earlier name is listed under its own).
         pub fn docs() -> Vec<&'static PassDoc> {
-            vec![$(&$module::DOC,)*]
+            let mut docs: Vec<&'static PassDoc> = Vec::new();
+            for doc in [$(&$module::DOC,)*] {
+                if !docs.iter().any(|d| std::ptr::eq(*d, doc)) {
+                    docs.push(doc);
+                }
+            }
+            docs
         }
     };
 }
@@ -188,7 +194,9 @@ registry! {
     DeadBranch => dead_branch::DeadBranches,
     Cycle => cycles::Cycles,
     SupersededVar => superseded_vars::SupersededVars,
-    DuplicateCall => duplicate_calls::DuplicateCalls,
+    /// Stored by an earlier version, which had one pass per form; loaded as [`duplicates`].
+    #[serde(deserialize_with = "duplicates::from_duplicate_call")]
+    DuplicateCall => duplicates::Duplicates,
     StaleRead => stale_reads::StaleReads,
     RepeatedRun => repeated_runs::RepeatedRuns,
     ResolvedError => resolved_errors::ResolvedErrors,
@@ -198,12 +206,15 @@ registry! {
     SupersededFact => superseded_facts::SupersededFacts,
     Register => replaced_register::ReplacedRegister,
     SupersededRead => superseded_reads::SupersededReads,
-    DuplicateResult => duplicate_results::DuplicateResults,
+    /// Stored by an earlier version, which had one pass per form; loaded as [`duplicates`].
+    #[serde(deserialize_with = "duplicates::from_duplicate_result")]
+    DuplicateResult => duplicates::Duplicates,
     SampleRows => sample_rows::SampleRows,
     FoldText => fold_text::FoldText,
     CompactJson => compact_json::CompactJson,
     StateBlock => state_blocks::StateBlocks,
     Projection => projection::ProjectionPass,
+    Duplicates => duplicates::Duplicates,
 }
 
 /// The default pipeline for event traces, in order: structural passes first.
@@ -218,7 +229,7 @@ pub fn event_pipeline_with(projection: Option<projection::ProjectionConfig>) -> 
         AnyPass::DeadBranch(Default::default()),
         AnyPass::Cycle(Default::default()),
         AnyPass::SupersededVar(Default::default()),
-        AnyPass::DuplicateCall(Default::default()),
+        AnyPass::Duplicates(Default::default()),
         AnyPass::StaleRead(Default::default()),
         AnyPass::RepeatedRun(Default::default()),
         AnyPass::ResolvedError(Default::default()),
@@ -231,7 +242,7 @@ pub fn event_pipeline_with(projection: Option<projection::ProjectionConfig>) -> 
 }
 
 /// The chat pipeline for a configuration (see [`crate::chat::Preset`]), in order:
-/// superseded-fact, register, superseded-read, duplicate-result, sample-rows, fold-text,
+/// superseded-fact, register, superseded-read, duplicates, sample-rows, fold-text,
 /// compact-json and state-block. A message's blocks each take the first pass's rewrite that
 /// claims them (see the engine's merge, `session/claims.rs`). Passes the preset turns off are
 /// configured to claim nothing.
@@ -239,7 +250,7 @@ pub fn chat_pipeline(config: &crate::chat::ChatConfig) -> Vec<AnyPass> {
     chat_pipeline_with(config, None)
 }
 
-/// The chat pipeline, with a projection trimming tool outputs right after duplicate-result
+/// The chat pipeline, with a projection trimming tool outputs right after duplicates
 /// (a stubbed duplicate is not trimmed; a trimmed output is not sampled, folded or
 /// re-encoded again).
 pub fn chat_pipeline_with(
@@ -250,7 +261,7 @@ pub fn chat_pipeline_with(
         AnyPass::SupersededFact(superseded_facts::SupersededFacts::new(config)),
         AnyPass::Register(Default::default()),
         AnyPass::SupersededRead(superseded_reads::SupersededReads::new(config.clone())),
-        AnyPass::DuplicateResult(duplicate_results::DuplicateResults::new(config.clone())),
+        AnyPass::Duplicates(duplicates::Duplicates::new(config.clone())),
     ];
     if let Some(projection) = projection {
         passes.push(AnyPass::Projection(projection::ProjectionPass::new(
@@ -266,13 +277,18 @@ pub fn chat_pipeline_with(
     passes
 }
 
-/// The passes of `pipeline` with every group opened in place, in order: the engine merges
-/// claims across the whole pipeline itself.
+/// The passes of `pipeline` with every group opened in place, in order (the engine merges
+/// claims across the whole pipeline itself), and every pass stored under an earlier name
+/// under its own: the two forms of `duplicates` (`duplicate-call`, `duplicate-result`)
+/// were two passes once.
 pub fn flatten(pipeline: Vec<AnyPass>) -> Vec<AnyPass> {
     let mut flat = Vec::with_capacity(pipeline.len());
     for pass in pipeline {
         match pass {
             AnyPass::Chat(group) => flat.extend(flatten(group.into_passes())),
+            AnyPass::DuplicateCall(p) | AnyPass::DuplicateResult(p) => {
+                flat.push(AnyPass::Duplicates(p))
+            }
             other => flat.push(other),
         }
     }
@@ -280,7 +296,8 @@ pub fn flatten(pipeline: Vec<AnyPass>) -> Vec<AnyPass> {
 }
 
 /// Reads a stored pipeline and [`flatten`]s it: a session stored when the chat passes ran as
-/// one group loads with each pass's state as it was.
+/// one group loads with each pass's state as it was, and one stored with a pass since
+/// merged into another loads that pass, which rebuilds its state from the items.
 pub(crate) fn deserialize_pipeline<'de, D>(deserializer: D) -> Result<Vec<AnyPass>, D::Error>
 where
     D: serde::Deserializer<'de>,

@@ -39,11 +39,8 @@ use rustc_hash::FxHashMap as HashMap;
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::{Cx, Pass, PassDoc};
-use crate::chat::compact::compact_json;
-use crate::ir::{Kind, plain_value};
 use crate::plan::{Action, BlockRewrite, Reason, Verdict};
 use crate::projection::Projection;
 use crate::projection::apply::{Outcome, hidden_list};
@@ -97,13 +94,11 @@ impl ProjectionConfig {
     }
 }
 
-/// State: the tools of calls seen so far (events), call pairing (chats), and the rewrites
-/// decided on arrival.
+/// State: the rewrites decided on arrival, what they save, and which footers listed which
+/// fields.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ProjectionPass {
     config: ProjectionConfig,
-    /// Event traces: the tool of each `tool_call` event, by call id.
-    event_calls: std::collections::BTreeMap<String, String>,
     #[serde(with = "crate::chat::position_map")]
     rewrites: HashMap<usize, (Vec<BlockRewrite>, Vec<String>)>,
     /// Tokens each trimmed item's trims save.
@@ -132,7 +127,6 @@ impl ProjectionPass {
         }
         ProjectionPass {
             config,
-            event_calls: Default::default(),
             rewrites: HashMap::default(),
             saved: HashMap::default(),
             listed: Default::default(),
@@ -191,14 +185,6 @@ impl ProjectionPass {
     }
 }
 
-/// The text of an event's output: a string as it is, any other value as compact JSON.
-fn output_text(output: &Value) -> String {
-    match output {
-        Value::String(s) => s.clone(),
-        other => plain_value(other),
-    }
-}
-
 impl Pass for ProjectionPass {
     fn doc(&self) -> &'static PassDoc {
         &DOC
@@ -206,53 +192,27 @@ impl Pass for ProjectionPass {
 
     fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, _changed: &[usize]) -> Vec<usize> {
         for i in new {
-            let item = &cx.items[i];
-            match &item.kind {
-                Kind::ToolCall(call) => {
-                    self.event_calls
-                        .insert(call.call_id.clone(), call.name.clone());
+            let id = &cx.items[i].id;
+            let mut claims = (Vec::new(), Vec::new());
+            let mut saved_here = 0;
+            for r in cx.results(i) {
+                let Some(text) = r.text() else { continue };
+                if let Some((text, note, saved)) =
+                    self.trim(id, &r.call.name, text, r.is_error(), |tok| {
+                        r.lossless_tokens(tok)
+                    })
+                {
+                    claims.0.push(BlockRewrite {
+                        block: r.slot.block,
+                        text,
+                    });
+                    claims.1.push(note);
+                    saved_here += saved;
                 }
-                Kind::ToolResult(out) => {
-                    let Some(tool) = self.event_calls.get(&out.call_id).cloned() else {
-                        continue;
-                    };
-                    let text = output_text(&out.output);
-                    let lossless = |tok: Tokenizer| {
-                        compact_json(&text, tok)
-                            .map_or_else(|| tok.count(&text), |c| c.tokens_after)
-                    };
-                    if let Some((text, note, saved)) =
-                        self.trim(&item.id, &tool, &text, out.is_error, lossless)
-                    {
-                        self.rewrites
-                            .insert(i, (vec![BlockRewrite { block: 0, text }], vec![note]));
-                        self.saved.insert(i, saved);
-                    }
-                }
-                Kind::Message(_) => {
-                    let mut claims = (Vec::new(), Vec::new());
-                    let mut saved_here = 0;
-                    for r in cx.results(i) {
-                        let Some(text) = r.text else { continue };
-                        if let Some((text, note, saved)) =
-                            self.trim(&item.id, &r.call.name, text, r.is_error(), |tok| {
-                                r.lossless_tokens(tok)
-                            })
-                        {
-                            claims.0.push(BlockRewrite {
-                                block: r.slot.block,
-                                text,
-                            });
-                            claims.1.push(note);
-                            saved_here += saved;
-                        }
-                    }
-                    if !claims.0.is_empty() {
-                        self.rewrites.insert(i, claims);
-                        self.saved.insert(i, saved_here);
-                    }
-                }
-                _ => {}
+            }
+            if !claims.0.is_empty() {
+                self.rewrites.insert(i, claims);
+                self.saved.insert(i, saved_here);
             }
         }
         Vec::new()

@@ -84,7 +84,7 @@ impl Pass for SampleRows {
             config,
             (&mut self.gate, &mut self.rewrites),
             |r| {
-                let (text, value) = (r.text?, r.json()?);
+                let (text, value) = (r.text()?, r.json()?);
                 let hint = config.recovery_hint(&cx.items[r.slot.item].id);
                 sample_parsed(
                     text,

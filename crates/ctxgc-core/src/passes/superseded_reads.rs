@@ -118,7 +118,7 @@ fn text_tokens(cx: &Cx<'_>, slot: Slot, config: &ChatConfig) -> Option<usize> {
     cx.results(slot.item)
         .into_iter()
         .find(|e| e.slot.block == slot.block)
-        .filter(|e| e.text.is_some())
+        .filter(|e| e.text().is_some())
         .map(|e| e.tokens(config.tokenizer))
 }
 
@@ -263,7 +263,7 @@ impl SupersededReads {
             hash: hash.to_owned(),
             error: false,
             tokens: None,
-            text: r.text.is_some(),
+            text: r.text().is_some(),
             record: Some(shape.clone()),
         };
         let list = self.reads.entry(key.clone()).or_default();
@@ -375,7 +375,7 @@ impl Pass for SupersededReads {
                     hash,
                     error,
                     tokens: None,
-                    text: r.text.is_some(),
+                    text: r.text().is_some(),
                     record: None,
                 });
                 if !error && let Some((lists, shape)) = records_of(cx, &r) {
