@@ -2,9 +2,9 @@
 //! stored one by one. Sessions stored when they ran as one group (`chat`) must load and
 //! compile on exactly as a session that was never stored.
 
-use ctxgc_core::Session;
 use ctxgc_core::chat::Preset;
 use ctxgc_core::chat::compile::session_template;
+use ctxgc_core::{Reason, Session};
 use serde_json::{Value, json};
 
 mod common;
@@ -36,7 +36,7 @@ fn a_session_stored_with_its_chat_passes_grouped_compiles_on_alike() {
             never_stored,
             rest,
             &format!("{preset:?}"),
-            "chat",
+            &["chat"],
         );
         assert!(
             decisions.iter().filter(|d| d.reason.is_some()).count() > 10,
@@ -45,20 +45,20 @@ fn a_session_stored_with_its_chat_passes_grouped_compiles_on_alike() {
     }
 }
 
-/// `session` as an earlier version stored it, with one pass per form of duplicate where it
-/// now has `duplicates`: `old` is the stored entry (name and state) put in its place.
-fn stored_before_duplicates_merged(session: &Session, old: impl Fn(&Value) -> Value) -> Value {
+/// `session` as an earlier version stored it, with one pass per form where it now has the
+/// pass `merged`: `old` is the stored entry (name and state) put in its place.
+fn stored_before_merge(session: &Session, merged: &str, old: impl Fn(&Value) -> Value) -> Value {
     let mut stored = serde_json::to_value(session).expect("a session serialises");
     let passes = stored["passes"].as_array_mut().expect("a list of passes");
     let at = passes
         .iter()
-        .position(|p| p.get("duplicates").is_some())
-        .expect("the pipeline has the duplicates pass");
-    passes[at] = old(&passes[at]["duplicates"]);
+        .position(|p| p.get(merged).is_some())
+        .unwrap_or_else(|| panic!("the pipeline has the {merged} pass"));
+    passes[at] = old(&passes[at][merged]);
     stored
 }
 
-/// Loads `stored`, checks that no pass named `gone` (or `gone-...`) is left in it, then
+/// Loads `stored`, checks that no pass named in `gone` is left in it, then
 /// compiles `rest` on it and on `never_stored`: plans and decisions must be equal. Returns
 /// the decisions.
 fn compiles_on_alike(
@@ -66,7 +66,7 @@ fn compiles_on_alike(
     mut never_stored: Session,
     rest: &[ctxgc_core::ir::Item],
     what: &str,
-    gone: &str,
+    gone: &[&str],
 ) -> Vec<ctxgc_core::Decision> {
     let mut loaded: Session = serde_json::from_value(stored).expect("the old pipeline loads");
     // Stored again, it names only passes of this version.
@@ -77,9 +77,7 @@ fn compiles_on_alike(
         .filter_map(|p| p.as_object()?.keys().next().cloned())
         .collect();
     assert!(
-        !names
-            .iter()
-            .any(|n| n == gone || n.starts_with(&format!("{gone}-"))),
+        !names.iter().any(|n| gone.contains(&n.as_str())),
         "{what}: {names:?}"
     );
     for session in [&mut never_stored, &mut loaded] {
@@ -92,15 +90,18 @@ fn compiles_on_alike(
     decisions
 }
 
-/// True when some decision is a duplicate's.
-fn found_duplicates(decisions: &[ctxgc_core::Decision]) -> bool {
-    decisions.iter().any(|d| {
-        matches!(
-            d.reason,
-            Some(ctxgc_core::Reason::DuplicateCall | ctxgc_core::Reason::DuplicateResult)
-        )
-    })
+/// True when some decision has one of `reasons`.
+fn found(decisions: &[ctxgc_core::Decision], reasons: &[Reason]) -> bool {
+    decisions
+        .iter()
+        .any(|d| d.reason.is_some_and(|r| reasons.contains(&r)))
 }
+
+const DUPLICATES: &[Reason] = &[Reason::DuplicateCall, Reason::DuplicateResult];
+const SUPERSEDED: &[Reason] = &[Reason::SupersededVar, Reason::SupersededFact];
+/// The passes each form of `duplicates` and `superseded-value` was before they merged.
+const DUPLICATE_FORMS: &[&str] = &["duplicate-call", "duplicate-result"];
+const SUPERSEDED_FORMS: &[&str] = &["superseded-var", "superseded-fact"];
 
 #[test]
 fn a_chat_session_stored_with_duplicate_result_compiles_on_alike() {
@@ -112,8 +113,9 @@ fn a_chat_session_stored_with_duplicate_result_compiles_on_alike() {
         never_stored.compile();
         // The state `duplicate-result` stored: its configuration, the last result of each
         // call and the stubs it had decided.
-        let stored = stored_before_duplicates_merged(
+        let stored = stored_before_merge(
             &never_stored,
+            "duplicates",
             |now| json!({ "duplicate-result": { "config": now["config"], "last": {}, "stubs": {} } }),
         );
         let decisions = compiles_on_alike(
@@ -121,16 +123,19 @@ fn a_chat_session_stored_with_duplicate_result_compiles_on_alike() {
             never_stored,
             rest,
             &format!("{preset:?}"),
-            "duplicate",
+            DUPLICATE_FORMS,
         );
-        assert!(found_duplicates(&decisions), "{preset:?}: duplicates found");
+        assert!(
+            found(&decisions, DUPLICATES),
+            "{preset:?}: duplicates found"
+        );
     }
 }
 
 #[test]
 fn an_event_session_stored_with_duplicate_call_compiles_on_alike() {
     use ctxgc_core::formats::events::{EventOptions, lower_events};
-    let mut found = 0;
+    let mut found_any = 0;
     for (name, text) in common::tracegc_fixtures() {
         let items = lower_events(&text, &EventOptions::default()).expect("the fixture lowers");
         let mut whole = Session::new(Default::default());
@@ -140,22 +145,78 @@ fn an_event_session_stored_with_duplicate_call_compiles_on_alike() {
         let Some(repeat) = whole
             .decisions()
             .iter()
-            .position(|d| d.reason == Some(ctxgc_core::Reason::DuplicateCall))
+            .position(|d| d.reason == Some(Reason::DuplicateCall))
         else {
             continue;
         };
-        found += 1;
+        found_any += 1;
         let (first, rest) = items.split_at(repeat);
         let mut never_stored = Session::new(Default::default());
         never_stored.extend(first.to_vec()).expect("extends");
         never_stored.compile();
         // The state `duplicate-call` stored: pairs grouped by signature, and each member.
-        let stored = stored_before_duplicates_merged(
+        let stored = stored_before_merge(
             &never_stored,
+            "duplicates",
             |_| json!({ "duplicate-call": { "groups": {}, "member": {} } }),
         );
-        let decisions = compiles_on_alike(stored, never_stored, rest, &name, "duplicate");
-        assert!(found_duplicates(&decisions), "{name}: duplicates found");
+        let decisions = compiles_on_alike(stored, never_stored, rest, &name, DUPLICATE_FORMS);
+        assert!(found(&decisions, DUPLICATES), "{name}: duplicates found");
     }
-    assert!(found > 0, "some fixture repeats a call");
+    assert!(found_any > 0, "some fixture repeats a call");
+}
+
+#[test]
+fn a_chat_session_stored_with_superseded_fact_compiles_on_alike() {
+    let items = common::agent_chat_items(60);
+    let (first, rest) = items.split_at(items.len() / 2);
+    for preset in [Preset::Default, Preset::Aggressive] {
+        let mut never_stored = session_template(&common::preset_options(preset));
+        never_stored.extend(first.to_vec()).expect("extends");
+        never_stored.compile();
+        // The state `superseded-fact` stored: on or off, the ledger of declared facts and
+        // the turns it may retire.
+        let stored = stored_before_merge(&never_stored, "superseded-value", |now| {
+            json!({ "superseded-fact": {
+                "enabled": now["enabled"], "ledger": now["ledger"], "eligible": [] } })
+        });
+        let what = format!("{preset:?}");
+        let decisions = compiles_on_alike(stored, never_stored, rest, &what, SUPERSEDED_FORMS);
+        assert!(found(&decisions, SUPERSEDED), "{what}: facts superseded");
+    }
+}
+
+#[test]
+fn an_event_session_stored_with_superseded_var_compiles_on_alike() {
+    use ctxgc_core::formats::events::{EventOptions, lower_events};
+    let mut found_any = 0;
+    for (name, text) in common::tracegc_fixtures() {
+        let items = lower_events(&text, &EventOptions::default()).expect("the fixture lowers");
+        let mut whole = Session::new(Default::default());
+        whole.extend(items.clone()).expect("extends");
+        whole.compile();
+        // Stored just before the value that supersedes the first superseded one.
+        let Some(by) = whole
+            .decisions()
+            .iter()
+            .find(|d| d.reason == Some(Reason::SupersededVar))
+            .and_then(|d| whole.position(&d.by[0]))
+        else {
+            continue;
+        };
+        found_any += 1;
+        let (first, rest) = items.split_at(by);
+        let mut never_stored = Session::new(Default::default());
+        never_stored.extend(first.to_vec()).expect("extends");
+        never_stored.compile();
+        // The state `superseded-var` stored: every key's assignments and the live one.
+        let stored = stored_before_merge(
+            &never_stored,
+            "superseded-value",
+            |_| json!({ "superseded-var": { "keys": {} } }),
+        );
+        let decisions = compiles_on_alike(stored, never_stored, rest, &name, SUPERSEDED_FORMS);
+        assert!(found(&decisions, SUPERSEDED), "{name}: values superseded");
+    }
+    assert!(found_any > 0, "some fixture sets a key twice");
 }

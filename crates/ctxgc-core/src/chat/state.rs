@@ -485,6 +485,17 @@ impl Ledger {
         self.turns.get(&i).map_or(&[], Vec::as_slice)
     }
 
+    /// The declared-state rules it applies.
+    pub fn config(&self) -> &StateConfig {
+        &self.config
+    }
+
+    /// The newest turn with a confident write (anything but `unsure`) of `key`, a key as
+    /// [`Ledger::writes_of`] gives it.
+    pub fn last_confident(&self, key: &str) -> Option<usize> {
+        self.keys.get(key)?.last_confident
+    }
+
     /// Counts the moves of any key's latest confident write (a counter, only ever compared
     /// with itself before and after [`Ledger::apply`]).
     pub fn confident_moves(&self) -> u64 {

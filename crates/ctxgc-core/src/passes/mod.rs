@@ -33,9 +33,8 @@ pub mod resolved_errors;
 pub mod sample_rows;
 pub mod stale_reads;
 pub mod state_blocks;
-pub mod superseded_facts;
 pub mod superseded_reads;
-pub mod superseded_vars;
+pub mod superseded_values;
 
 /// New items holding at least this many bytes run the passes of a phase side by side (a
 /// thread each; see [`crate::parallel::each_mut`]): below it, starting threads costs more
@@ -193,7 +192,10 @@ macro_rules! registry {
 registry! {
     DeadBranch => dead_branch::DeadBranches,
     Cycle => cycles::Cycles,
-    SupersededVar => superseded_vars::SupersededVars,
+    /// Stored by an earlier version, which had one pass per form; loaded as
+    /// [`superseded_values`].
+    #[serde(deserialize_with = "superseded_values::from_superseded_var")]
+    SupersededVar => superseded_values::SupersededValues,
     /// Stored by an earlier version, which had one pass per form; loaded as [`duplicates`].
     #[serde(deserialize_with = "duplicates::from_duplicate_call")]
     DuplicateCall => duplicates::Duplicates,
@@ -203,7 +205,10 @@ registry! {
     ReplacedNote => replaced_notes::ReplacedNotes,
     /// A group of passes stored as one by an earlier version; opened into its passes on load.
     Chat => chat::ChatPasses,
-    SupersededFact => superseded_facts::SupersededFacts,
+    /// Stored by an earlier version, which had one pass per form; loaded as
+    /// [`superseded_values`].
+    #[serde(deserialize_with = "superseded_values::from_superseded_fact")]
+    SupersededFact => superseded_values::SupersededValues,
     Register => replaced_register::ReplacedRegister,
     SupersededRead => superseded_reads::SupersededReads,
     /// Stored by an earlier version, which had one pass per form; loaded as [`duplicates`].
@@ -215,6 +220,7 @@ registry! {
     StateBlock => state_blocks::StateBlocks,
     Projection => projection::ProjectionPass,
     Duplicates => duplicates::Duplicates,
+    SupersededValue => superseded_values::SupersededValues,
 }
 
 /// The default pipeline for event traces, in order: structural passes first.
@@ -228,7 +234,7 @@ pub fn event_pipeline_with(projection: Option<projection::ProjectionConfig>) -> 
     let mut passes = vec![
         AnyPass::DeadBranch(Default::default()),
         AnyPass::Cycle(Default::default()),
-        AnyPass::SupersededVar(Default::default()),
+        AnyPass::SupersededValue(Default::default()),
         AnyPass::Duplicates(Default::default()),
         AnyPass::StaleRead(Default::default()),
         AnyPass::RepeatedRun(Default::default()),
@@ -242,7 +248,7 @@ pub fn event_pipeline_with(projection: Option<projection::ProjectionConfig>) -> 
 }
 
 /// The chat pipeline for a configuration (see [`crate::chat::Preset`]), in order:
-/// superseded-fact, register, superseded-read, duplicates, sample-rows, fold-text,
+/// superseded-value, register, superseded-read, duplicates, sample-rows, fold-text,
 /// compact-json and state-block. A message's blocks each take the first pass's rewrite that
 /// claims them (see the engine's merge, `session/claims.rs`). Passes the preset turns off are
 /// configured to claim nothing.
@@ -258,7 +264,7 @@ pub fn chat_pipeline_with(
     projection: Option<projection::ProjectionConfig>,
 ) -> Vec<AnyPass> {
     let mut passes = vec![
-        AnyPass::SupersededFact(superseded_facts::SupersededFacts::new(config)),
+        AnyPass::SupersededValue(superseded_values::SupersededValues::new(config)),
         AnyPass::Register(Default::default()),
         AnyPass::SupersededRead(superseded_reads::SupersededReads::new(config.clone())),
         AnyPass::Duplicates(duplicates::Duplicates::new(config.clone())),
@@ -279,8 +285,8 @@ pub fn chat_pipeline_with(
 
 /// The passes of `pipeline` with every group opened in place, in order (the engine merges
 /// claims across the whole pipeline itself), and every pass stored under an earlier name
-/// under its own: the two forms of `duplicates` (`duplicate-call`, `duplicate-result`)
-/// were two passes once.
+/// under its own: the two forms of `duplicates` (`duplicate-call`, `duplicate-result`) and of
+/// `superseded-value` (`superseded-var`, `superseded-fact`) were two passes each once.
 pub fn flatten(pipeline: Vec<AnyPass>) -> Vec<AnyPass> {
     let mut flat = Vec::with_capacity(pipeline.len());
     for pass in pipeline {
@@ -288,6 +294,9 @@ pub fn flatten(pipeline: Vec<AnyPass>) -> Vec<AnyPass> {
             AnyPass::Chat(group) => flat.extend(flatten(group.into_passes())),
             AnyPass::DuplicateCall(p) | AnyPass::DuplicateResult(p) => {
                 flat.push(AnyPass::Duplicates(p))
+            }
+            AnyPass::SupersededVar(p) | AnyPass::SupersededFact(p) => {
+                flat.push(AnyPass::SupersededValue(p))
             }
             other => flat.push(other),
         }
