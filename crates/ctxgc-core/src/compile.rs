@@ -190,7 +190,10 @@ fn is_zero(n: &usize) -> bool {
 /// ```
 pub fn event_session_template(options: &Options) -> Session {
     configured_session(
-        crate::passes::event_pipeline_with(options.projection_config()),
+        crate::passes::event_pipeline_with(
+            options.projection_config(),
+            &crate::chat::ChatConfig::resolve(&options.chat, options.tokenizer),
+        ),
         options,
     )
 }

@@ -169,7 +169,7 @@ fn event_traces_are_prefix_stable_between_steps() {
         let mut live = event_session_template(&options);
         let mut eager = ctxgc_core::Session::with_passes(
             options.retention.clone(),
-            ctxgc_core::passes::event_pipeline_with(None),
+            ctxgc_core::passes::event_pipeline(),
         );
         let mut previous: Option<(String, usize)> = None;
         let mut previous_eager = String::new();

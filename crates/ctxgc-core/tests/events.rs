@@ -568,3 +568,87 @@ fn a_broken_event_array_is_reported_as_a_broken_document() {
         assert_eq!(lowered.to_string(), expected);
     }
 }
+
+/// A trace that looks an order up twice and gets it back changed: `get_order` answered
+/// `pending`, then `shipped`, with enough rows that a stub is shorter than the output.
+fn order_polled_twice() -> String {
+    let rows: Vec<Value> = (0..20)
+        .map(|i| json!({"sku": format!("S{i}"), "name": format!("item number {i}"), "qty": i}))
+        .collect();
+    let mut events = Vec::new();
+    for (n, status) in ["pending", "shipped"].iter().enumerate() {
+        events.push(
+            json!({"id": format!("c{n}"), "type": "tool_call", "timestamp": 2 * n,
+            "tool_name": "get_order", "arguments": {"id": 7}}),
+        );
+        events.push(
+            json!({"id": format!("r{n}"), "type": "tool_result", "timestamp": 2 * n + 1,
+            "call_id": format!("c{n}"), "result": {"order": 7, "status": status, "items": rows}}),
+        );
+    }
+    jsonl(&events)
+}
+
+#[test]
+fn a_call_answered_again_differently_stubs_its_earlier_result_as_in_chats() {
+    let text = order_polled_twice();
+    let out = compile(&text, &Options::default()).expect("compiles");
+    let earlier = out.decisions.iter().find(|d| d.id == "r0").expect("r0");
+    assert_eq!(earlier.action, Action::Rewrite);
+    assert_eq!(earlier.reason, Some(Reason::SupersededRead));
+    assert_eq!(earlier.by, ["r1"]);
+    assert!(out.output.contains(
+        "[r0] result of c0: [ctxgc: superseded: the same call was made again in r1 and returned a different result;"
+    ));
+    // The newer answer and both calls are as they were; the original is the receipt.
+    assert!(out.output.contains("\"status\":\"shipped\""));
+    assert!(!out.output.contains("\"status\":\"pending\""));
+    let (original, _) = receipt(&text, &Options::default(), "r0").expect("a receipt");
+    assert!(original.contains("\"pending\""), "{original}");
+
+    // The chat options apply to traces alike: the lossless preset stubs nothing, a tool kept
+    // with --keep-tool is never touched, and a recall tool is named in the stub.
+    let mut lossless = Options::default();
+    lossless.chat.preset = ctxgc_core::chat::Preset::Lossless;
+    let mut kept = Options::default();
+    kept.chat.keep_tools = vec!["get_*".into()];
+    for options in [lossless, kept] {
+        let out = compile(&text, &options).expect("compiles");
+        assert!(
+            out.decisions.iter().all(|d| d.action == Action::Keep),
+            "{:?}",
+            out.decisions
+        );
+    }
+    let mut recall = Options::default();
+    recall.chat.expand_tool = Some("ctxgc_recall".into());
+    let out = compile(&text, &recall).expect("compiles");
+    assert!(
+        out.output
+            .contains("call ctxgc_recall with id \"r0\" for the full output]")
+    );
+}
+
+#[test]
+fn a_call_answered_again_identically_is_a_duplicate_even_with_a_keep_tool_elsewhere() {
+    let call = |n: usize| {
+        [
+            json!({"id": format!("c{n}"), "type": "tool_call", "timestamp": 2 * n,
+                "tool_name": "get_user", "arguments": {"id": 7}}),
+            json!({"id": format!("r{n}"), "type": "tool_result", "timestamp": 2 * n + 1,
+                "call_id": format!("c{n}"), "result": {"name": "Ada"}}),
+        ]
+    };
+    let text = jsonl(&[call(0), call(1)].concat());
+    let mut options = Options::default();
+    options.chat.keep_tools = vec!["other_tool".into()];
+    let out = compile(&text, &options).expect("compiles");
+    for id in ["c1", "r1"] {
+        let d = out.decisions.iter().find(|d| d.id == id).expect("decided");
+        assert_eq!(d.reason, Some(Reason::DuplicateCall), "{id}");
+        assert_eq!(d.by, ["c0", "r0"], "{id}");
+    }
+    options.chat.keep_tools = vec!["get_user".into()];
+    let out = compile(&text, &options).expect("compiles");
+    assert!(out.decisions.iter().all(|d| d.action == Action::Keep));
+}

@@ -60,10 +60,7 @@ pub fn fill<S: Store>(store: &mut S) {
         &Default::default(),
     )
     .unwrap();
-    let template = Session::with_passes(
-        Default::default(),
-        ctxgc_core::passes::event_pipeline_with(None),
-    );
+    let template = Session::with_passes(Default::default(), ctxgc_core::passes::event_pipeline());
     let mut stored = StoredSession::open(&mut *store, "coding", template).unwrap();
     stored.append(Format::Events, items).unwrap();
     drop(stored);

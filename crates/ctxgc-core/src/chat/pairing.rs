@@ -318,6 +318,11 @@ impl<'a> ResultView<'a> {
         })
     }
 
+    /// True when [`ResultView::text`] is `Some`, without writing an event's output out.
+    pub fn has_text(&self) -> bool {
+        self.event || self.text().is_some()
+    }
+
     /// True when the output is a stub or note an earlier compile wrote (see
     /// [`crate::chat::written_by_ctxgc`]): no pass rewrites it or takes it as evidence.
     pub fn written_by_ctxgc(&self) -> bool {
@@ -379,6 +384,15 @@ impl<'a> ResultView<'a> {
         if self.output.is_error {
             return true;
         }
+        // An event's object output is its own parse.
+        if self.event
+            && let serde_json::Value::Object(map) = &self.output.output
+        {
+            return *self
+                .facts
+                .error
+                .get_or_init(|| text_reports_error("", Some(map.get("error").cloned())));
+        }
         let Some(text) = self.text() else {
             return false;
         };
@@ -411,10 +425,12 @@ fn text_reports_error(text: &str, error_field: Option<Option<serde_json::Value>>
             && e.as_str().is_none_or(|s| !s.trim().is_empty());
     }
     let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    crate::chat::compact::words(first).iter().any(|w| {
-        matches!(
-            w.as_str(),
+    let mut reports = false;
+    crate::chat::compact::for_each_word(first, |w| {
+        reports |= matches!(
+            w,
             "error" | "errors" | "exception" | "failed" | "failure" | "traceback" | "fatal"
-        )
-    })
+        );
+    });
+    reports
 }

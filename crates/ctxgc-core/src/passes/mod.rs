@@ -225,17 +225,23 @@ registry! {
 
 /// The default pipeline for event traces, in order: structural passes first.
 pub fn event_pipeline() -> Vec<AnyPass> {
-    event_pipeline_with(None)
+    event_pipeline_with(None, &crate::chat::ChatConfig::default())
 }
 
 /// The event pipeline, with a projection trimming tool outputs last (an output another pass
-/// retires is not trimmed).
-pub fn event_pipeline_with(projection: Option<projection::ProjectionConfig>) -> Vec<AnyPass> {
+/// retires is not trimmed). `tools` configures the passes that read tool calls and results
+/// in traces as in chats (`duplicates`, `superseded-read`): the preset, `--keep-tool`, the
+/// recall tool.
+pub fn event_pipeline_with(
+    projection: Option<projection::ProjectionConfig>,
+    tools: &crate::chat::ChatConfig,
+) -> Vec<AnyPass> {
     let mut passes = vec![
         AnyPass::DeadBranch(Default::default()),
         AnyPass::Cycle(Default::default()),
         AnyPass::SupersededValue(Default::default()),
-        AnyPass::Duplicates(Default::default()),
+        AnyPass::Duplicates(duplicates::Duplicates::new(tools.clone())),
+        AnyPass::SupersededRead(superseded_reads::SupersededReads::new(tools.clone())),
         AnyPass::StaleRead(Default::default()),
         AnyPass::RepeatedRun(Default::default()),
         AnyPass::ResolvedError(Default::default()),

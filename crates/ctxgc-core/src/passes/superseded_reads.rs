@@ -118,7 +118,7 @@ fn text_tokens(cx: &Cx<'_>, slot: Slot, config: &ChatConfig) -> Option<usize> {
     cx.results(slot.item)
         .into_iter()
         .find(|e| e.slot.block == slot.block)
-        .filter(|e| e.text().is_some())
+        .filter(|e| e.has_text())
         .map(|e| e.tokens(config.tokenizer))
 }
 
@@ -129,14 +129,16 @@ const RECORD: &str = "\0record\0";
 /// The records result `r` returns: for each top-level id field of its JSON object that holds
 /// a value the call was asked for, the key of that record's list; and the object's shape.
 fn records_of(cx: &Cx<'_>, r: &ResultView<'_>) -> Option<(Vec<String>, Shape)> {
-    let Some(Value::Object(fields)) = r.json() else {
-        return None;
-    };
+    // Records are followed in chats only, where the agent's answer to the newer read
+    // releases the lossy stub of the earlier one.
     let call = r.call.slot;
     let Kind::Message(message) = &cx.items.get(call.item)?.kind else {
         return None;
     };
     let Some(Block::ToolCall(call)) = message.blocks.get(call.block) else {
+        return None;
+    };
+    let Some(Value::Object(fields)) = r.json() else {
         return None;
     };
     let mut asked = Vec::new();
@@ -263,7 +265,7 @@ impl SupersededReads {
             hash: hash.to_owned(),
             error: false,
             tokens: None,
-            text: r.text().is_some(),
+            text: r.has_text(),
             record: Some(shape.clone()),
         };
         let list = self.reads.entry(key.clone()).or_default();
@@ -375,7 +377,7 @@ impl Pass for SupersededReads {
                     hash,
                     error,
                     tokens: None,
-                    text: r.text().is_some(),
+                    text: r.has_text(),
                     record: None,
                 });
                 if !error && let Some((lists, shape)) = records_of(cx, &r) {
