@@ -110,6 +110,17 @@ fn stripped_text(item: &Item, output: &ToolOutput) -> Option<String> {
     }
 }
 
+/// The [`call_signature`] of each call of an item, in order.
+fn call_signatures(item: &Item) -> Vec<String> {
+    let mut signatures = Vec::new();
+    for_each_tool_part(item, |_, part| {
+        if let ToolPart::Call(call) = part {
+            signatures.push(call_signature(call));
+        }
+    });
+    signatures
+}
+
 /// The signature of a call: name and canonical arguments, length-prefixed.
 pub fn call_signature(call: &Call) -> String {
     let mut signature = format!("{}:{}\u{0}", call.name.len(), call.name);
@@ -122,6 +133,13 @@ impl Pairing {
     /// `tool_result` event is paired as the one block it is (block 0), so every pass sees
     /// the calls and results of traces and transcripts alike.
     pub fn add(&mut self, i: usize, item: &Item) {
+        self.add_signed(i, item, call_signatures(item));
+    }
+
+    /// [`Pairing::add`] with the [`call_signature`] of each call of the item given, in order
+    /// (computed beforehand, on every core for a large batch).
+    fn add_signed(&mut self, i: usize, item: &Item, signatures: Vec<String>) {
+        let mut signatures = signatures.into_iter();
         for_each_tool_part(item, |b, part| {
             let slot = Slot { item: i, block: b };
             match part {
@@ -130,7 +148,7 @@ impl Pairing {
                     self.calls.push(CallInfo {
                         slot,
                         name: call.name.clone(),
-                        signature: call_signature(call),
+                        signature: signatures.next().unwrap_or_else(|| call_signature(call)),
                     });
                     self.open
                         .entry(call.call_id.clone())
@@ -222,13 +240,27 @@ pub struct ToolIndex {
 struct ResultFacts {
     /// A message's output with state blocks removed, when removing them changed it.
     stripped: Option<String>,
-    /// An event's output that is not a string, as compact JSON (computed when first asked).
-    rendered: OnceLock<String>,
-    json: OnceLock<Option<serde_json::Value>>,
     hash: OnceLock<String>,
     error: OnceLock<bool>,
+    /// What only some passes ask of some results, allocated when first asked: every result
+    /// of a large trace is held here, and most are only hashed and checked for an error.
+    more: OnceLock<Box<MoreFacts>>,
+}
+
+/// The facts of a result that only some passes ask for.
+#[derive(Debug, Clone, Default)]
+struct MoreFacts {
+    /// An event's output that is not a string, as compact JSON.
+    rendered: OnceLock<String>,
+    json: OnceLock<Option<serde_json::Value>>,
     tokens: OnceLock<(Tokenizer, usize)>,
     compacted: OnceLock<(Tokenizer, Option<Compacted>)>,
+}
+
+impl ResultFacts {
+    fn more(&self) -> &MoreFacts {
+        self.more.get_or_init(Box::default)
+    }
 }
 
 /// A clone starts empty and is rebuilt from the items at its next [`ToolIndex::extend_to`]:
@@ -245,8 +277,19 @@ impl ToolIndex {
     /// session calls this before every compile).
     pub fn extend_to(&mut self, items: &[Item], end: usize) {
         let end = end.min(items.len());
-        for (i, item) in items.iter().enumerate().take(end).skip(self.added) {
-            self.pairing.add(i, item);
+        let new = items.get(self.added..end).unwrap_or_default();
+        // Writing the arguments of calls canonically is most of pairing's work: a large batch
+        // (a whole trace) does it on every core first.
+        let bytes = new.iter().map(|item| item.raw.len()).sum();
+        let signatures = crate::parallel::map_in_order(new, bytes, |_, item| call_signatures(item));
+        for ((i, item), signatures) in items
+            .iter()
+            .enumerate()
+            .take(end)
+            .skip(self.added)
+            .zip(signatures)
+        {
+            self.pairing.add_signed(i, item, signatures);
             let facts: Vec<ResultFacts> = self
                 .pairing
                 .results_in(i)
@@ -314,7 +357,7 @@ impl<'a> ResultView<'a> {
         let facts = self.facts;
         Some(match &self.output.output {
             serde_json::Value::String(text) => text,
-            other => facts.rendered.get_or_init(|| other.to_string()),
+            other => facts.more().rendered.get_or_init(|| other.to_string()),
         })
     }
 
@@ -334,6 +377,7 @@ impl<'a> ResultView<'a> {
     pub fn json(&self) -> Option<&'a serde_json::Value> {
         let text = self.text();
         self.facts
+            .more()
             .json
             .get_or_init(|| text.and_then(crate::chat::compact::parse_json_output))
             .as_ref()
@@ -352,7 +396,7 @@ impl<'a> ResultView<'a> {
     /// Tokens of the text (0 when it is not text).
     pub fn tokens(&self, tokenizer: Tokenizer) -> usize {
         let count = || (tokenizer, self.text().map_or(0, |t| tokenizer.count(t)));
-        match self.facts.tokens.get_or_init(count) {
+        match self.facts.more().tokens.get_or_init(count) {
             &(t, n) if t == tokenizer => n,
             _ => count().1,
         }
@@ -365,7 +409,12 @@ impl<'a> ResultView<'a> {
             let (text, value) = (self.text()?, self.json()?);
             compact_parsed(text, value, || self.tokens(tokenizer), tokenizer)
         };
-        match self.facts.compacted.get_or_init(|| (tokenizer, compute())) {
+        match self
+            .facts
+            .more()
+            .compacted
+            .get_or_init(|| (tokenizer, compute()))
+        {
             (t, c) if *t == tokenizer => c.as_ref().map(Cow::Borrowed),
             _ => compute().map(Cow::Owned),
         }
