@@ -132,38 +132,46 @@ fn a_chat_session_stored_with_duplicate_result_compiles_on_alike() {
     }
 }
 
-#[test]
-fn an_event_session_stored_with_duplicate_call_compiles_on_alike() {
+/// For each TraceGC fixture where `split_at` (given the whole trace, compiled) names a
+/// position: the fixture's name, a session of its items up to there, compiled, and the rest.
+fn fixtures_split(
+    split_at: impl Fn(&Session) -> Option<usize>,
+) -> Vec<(String, Session, Vec<ctxgc_core::ir::Item>)> {
     use ctxgc_core::formats::events::{EventOptions, lower_events};
-    let mut found_any = 0;
+    let mut split = Vec::new();
     for (name, text) in common::tracegc_fixtures() {
         let items = lower_events(&text, &EventOptions::default()).expect("the fixture lowers");
         let mut whole = Session::new(Default::default());
         whole.extend(items.clone()).expect("extends");
         whole.compile();
-        // Stored just before the first repeat: its twin is in the stored part.
-        let Some(repeat) = whole
-            .decisions()
-            .iter()
-            .position(|d| d.reason == Some(Reason::DuplicateCall))
-        else {
+        let Some(at) = split_at(&whole) else {
             continue;
         };
-        found_any += 1;
-        let (first, rest) = items.split_at(repeat);
-        let mut never_stored = Session::new(Default::default());
-        never_stored.extend(first.to_vec()).expect("extends");
-        never_stored.compile();
+        let mut first = Session::new(Default::default());
+        first.extend(items[..at].to_vec()).expect("extends");
+        first.compile();
+        split.push((name, first, items[at..].to_vec()));
+    }
+    split
+}
+
+#[test]
+fn an_event_session_stored_with_duplicate_call_compiles_on_alike() {
+    // Stored just before the first repeat: its twin is in the stored part.
+    let split = fixtures_split(|whole| {
+        (whole.decisions().iter()).position(|d| d.reason == Some(Reason::DuplicateCall))
+    });
+    assert!(!split.is_empty(), "some fixture repeats a call");
+    for (name, never_stored, rest) in split {
         // The state `duplicate-call` stored: pairs grouped by signature, and each member.
         let stored = stored_before_merge(
             &never_stored,
             "duplicates",
             |_| json!({ "duplicate-call": { "groups": {}, "member": {} } }),
         );
-        let decisions = compiles_on_alike(stored, never_stored, rest, &name, DUPLICATE_FORMS);
+        let decisions = compiles_on_alike(stored, never_stored, &rest, &name, DUPLICATE_FORMS);
         assert!(found(&decisions, DUPLICATES), "{name}: duplicates found");
     }
-    assert!(found_any > 0, "some fixture repeats a call");
 }
 
 #[test]
@@ -188,35 +196,21 @@ fn a_chat_session_stored_with_superseded_fact_compiles_on_alike() {
 
 #[test]
 fn an_event_session_stored_with_superseded_var_compiles_on_alike() {
-    use ctxgc_core::formats::events::{EventOptions, lower_events};
-    let mut found_any = 0;
-    for (name, text) in common::tracegc_fixtures() {
-        let items = lower_events(&text, &EventOptions::default()).expect("the fixture lowers");
-        let mut whole = Session::new(Default::default());
-        whole.extend(items.clone()).expect("extends");
-        whole.compile();
-        // Stored just before the value that supersedes the first superseded one.
-        let Some(by) = whole
-            .decisions()
-            .iter()
+    // Stored just before the value that supersedes the first superseded one.
+    let split = fixtures_split(|whole| {
+        (whole.decisions().iter())
             .find(|d| d.reason == Some(Reason::SupersededVar))
             .and_then(|d| whole.position(&d.by[0]))
-        else {
-            continue;
-        };
-        found_any += 1;
-        let (first, rest) = items.split_at(by);
-        let mut never_stored = Session::new(Default::default());
-        never_stored.extend(first.to_vec()).expect("extends");
-        never_stored.compile();
+    });
+    assert!(!split.is_empty(), "some fixture sets a key twice");
+    for (name, never_stored, rest) in split {
         // The state `superseded-var` stored: every key's assignments and the live one.
         let stored = stored_before_merge(
             &never_stored,
             "superseded-value",
             |_| json!({ "superseded-var": { "keys": {} } }),
         );
-        let decisions = compiles_on_alike(stored, never_stored, rest, &name, SUPERSEDED_FORMS);
+        let decisions = compiles_on_alike(stored, never_stored, &rest, &name, SUPERSEDED_FORMS);
         assert!(found(&decisions, SUPERSEDED), "{name}: values superseded");
     }
-    assert!(found_any > 0, "some fixture sets a key twice");
 }

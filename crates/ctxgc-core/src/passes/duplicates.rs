@@ -294,15 +294,6 @@ impl Pass for Duplicates {
     }
 }
 
-/// Reads the state an earlier version stored for `duplicate-call` (event traces): the pass
-/// starts empty and catches up with the items at its next update.
-pub(crate) fn from_duplicate_call<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Duplicates, D::Error> {
-    serde::de::IgnoredAny::deserialize(deserializer)?;
-    Ok(Duplicates::default())
-}
-
 /// Reads the state an earlier version stored for `duplicate-result` (chat): its
 /// configuration is kept, the rest is rebuilt from the items at the next update.
 pub(crate) fn from_duplicate_result<'de, D: Deserializer<'de>>(

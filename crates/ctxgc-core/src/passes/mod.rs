@@ -194,10 +194,10 @@ registry! {
     Cycle => cycles::Cycles,
     /// Stored by an earlier version, which had one pass per form; loaded as
     /// [`superseded_values`].
-    #[serde(deserialize_with = "superseded_values::from_superseded_var")]
+    #[serde(deserialize_with = "rebuilt_from_items")]
     SupersededVar => superseded_values::SupersededValues,
     /// Stored by an earlier version, which had one pass per form; loaded as [`duplicates`].
-    #[serde(deserialize_with = "duplicates::from_duplicate_call")]
+    #[serde(deserialize_with = "rebuilt_from_items")]
     DuplicateCall => duplicates::Duplicates,
     StaleRead => stale_reads::StaleReads,
     RepeatedRun => repeated_runs::RepeatedRuns,
@@ -308,6 +308,16 @@ pub fn flatten(pipeline: Vec<AnyPass>) -> Vec<AnyPass> {
         }
     }
     flat
+}
+
+/// Reads the state an earlier version stored for a pass since merged into another, as that
+/// pass as the event pipeline configures it: it starts empty and catches up with the items
+/// at its next update (the state of the pass it was is not its own).
+fn rebuilt_from_items<'de, D: serde::Deserializer<'de>, P: Default>(
+    deserializer: D,
+) -> Result<P, D::Error> {
+    serde::de::IgnoredAny::deserialize(deserializer)?;
+    Ok(P::default())
 }
 
 /// Reads a stored pipeline and [`flatten`]s it: a session stored when the chat passes ran as

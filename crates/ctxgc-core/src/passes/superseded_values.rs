@@ -267,15 +267,6 @@ impl Pass for SupersededValues {
     }
 }
 
-/// Reads the state an earlier version stored for `superseded-var` (event traces): the pass
-/// starts empty and catches up with the items at its next update.
-pub(crate) fn from_superseded_var<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<SupersededValues, D::Error> {
-    serde::de::IgnoredAny::deserialize(deserializer)?;
-    Ok(SupersededValues::default())
-}
-
 /// Reads the state an earlier version stored for `superseded-fact` (chats): whether it
 /// retires and the declared-state rules are kept, the rest is rebuilt from the items at the
 /// next update.
