@@ -231,15 +231,14 @@ impl Pass for Duplicates {
 
     fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, changed: &[usize]) -> Vec<usize> {
         // A pass loaded from an earlier version's state has not seen the items before `new`.
-        let from = self.seen.min(new.start);
+        let taken = super::catch_up(&mut self.seen, &new);
         let mut moved: Vec<usize> = Vec::new();
-        for i in from..new.end {
+        for i in taken.clone() {
             self.add(cx, i);
         }
-        if from < new.start {
+        if taken.start < new.start {
             moved.extend(self.member.keys().copied().filter(|&i| i < new.start));
         }
-        self.seen = self.seen.max(new.end);
         let dirty: BTreeSet<usize> = changed
             .iter()
             .filter_map(|i| self.member.get(i))

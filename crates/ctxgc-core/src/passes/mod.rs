@@ -92,6 +92,15 @@ impl Cx<'_> {
     }
 }
 
+/// The items a pass that records how far it has read (`seen`) takes for an update of `new`:
+/// `new`, and before it whatever it has not read (a pass loaded from state that did not hold
+/// them, which rebuilds it from the items). Advances `seen` past `new`.
+pub(crate) fn catch_up(seen: &mut usize, new: &Range<usize>) -> Range<usize> {
+    let from = (*seen).min(new.start);
+    *seen = (*seen).max(new.end);
+    from..new.end
+}
+
 /// The documentation every pass carries, printed by `ctxgc explain --code`.
 #[derive(Debug, Clone, Copy)]
 pub struct PassDoc {

@@ -64,7 +64,7 @@ impl Pass for StaleReads {
     fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, _changed: &[usize]) -> Vec<usize> {
         let mut moved = Vec::new();
         // Items before `new` not yet indexed (a session just loaded) are replayed first.
-        for i in self.indexed.min(new.start)..new.end {
+        for i in super::catch_up(&mut self.indexed, &new) {
             match &cx.items[i].kind {
                 Kind::FileRead { path } => self
                     .unedited
@@ -83,7 +83,6 @@ impl Pass for StaleReads {
                 _ => {}
             }
         }
-        self.indexed = new.end;
         moved
     }
 

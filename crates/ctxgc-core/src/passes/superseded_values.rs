@@ -194,12 +194,10 @@ impl Pass for SupersededValues {
     fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, changed: &[usize]) -> Vec<usize> {
         // A pass loaded from an earlier version's state has not seen the items before `new`;
         // it replays them, and every verdict it gives may have moved.
-        let start = self.seen.min(new.start);
         let mut dirty: BTreeSet<usize> = BTreeSet::new();
-        for i in start..new.end {
+        for i in super::catch_up(&mut self.seen, &new) {
             self.add(cx, i, &mut dirty);
         }
-        self.seen = self.seen.max(new.end);
         for &i in changed {
             match &cx.items[i].kind {
                 Kind::SetVar { key, .. } => dirty.extend(self.key_ids.get(key.as_str())),
