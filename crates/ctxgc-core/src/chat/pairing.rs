@@ -25,6 +25,51 @@ pub struct Slot {
     pub block: usize,
 }
 
+/// The BLAKE3 hash of a tool output's canonical JSON: equal for the same output.
+///
+/// Held as its 32 bytes (every result of a large trace is hashed, and several passes keep the
+/// hashes they compare), written as lowercase hex wherever a pass's state is stored, so stored
+/// pipelines read the same either way.
+///
+/// ```
+/// use ctxgc_core::chat::pairing::OutputHash;
+///
+/// let hash = OutputHash::of(&serde_json::json!({"ok": true}));
+/// assert_eq!(hash, OutputHash::of(&serde_json::json!({"ok": true})));
+/// assert_ne!(hash, OutputHash::of(&serde_json::json!({"ok": false})));
+/// assert_eq!(hash.to_string().len(), 64);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OutputHash(blake3::Hash);
+
+impl OutputHash {
+    /// The hash of `output`'s canonical JSON ([`crate::ir::canonical_json`]).
+    pub fn of(output: &serde_json::Value) -> Self {
+        Self(blake3::hash(crate::ir::canonical_json(output).as_bytes()))
+    }
+}
+
+impl std::fmt::Display for OutputHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.to_hex().as_str())
+    }
+}
+
+impl Serialize for OutputHash {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.0.to_hex().as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for OutputHash {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let hex = String::deserialize(deserializer)?;
+        blake3::Hash::from_hex(hex.as_bytes())
+            .map(Self)
+            .map_err(|e| serde::de::Error::custom(format!("output hash {hex:?}: {e}")))
+    }
+}
+
 /// One call as pairing sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallInfo {
@@ -240,7 +285,7 @@ pub struct ToolIndex {
 struct ResultFacts {
     /// A message's output with state blocks removed, when removing them changed it.
     stripped: Option<String>,
-    hash: OnceLock<String>,
+    hash: OnceLock<OutputHash>,
     error: OnceLock<bool>,
     /// What only some passes ask of some results, allocated when first asked: every result
     /// of a large trace is held here, and most are only hashed and checked for an error.
@@ -383,14 +428,10 @@ impl<'a> ResultView<'a> {
             .as_ref()
     }
 
-    /// The BLAKE3 hash (hex) of the output's canonical JSON: equal for the same output.
-    pub fn output_hash(&self) -> &'a str {
+    /// The hash of the output's canonical JSON: equal for the same output.
+    pub fn output_hash(&self) -> OutputHash {
         let output = &self.output.output;
-        self.facts.hash.get_or_init(|| {
-            blake3::hash(crate::ir::canonical_json(output).as_bytes())
-                .to_hex()
-                .to_string()
-        })
+        *self.facts.hash.get_or_init(|| OutputHash::of(output))
     }
 
     /// Tokens of the text (0 when it is not text).
@@ -482,4 +523,33 @@ fn text_reports_error(text: &str, error_field: Option<Option<serde_json::Value>>
         );
     });
     reports
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OutputHash;
+    use serde_json::json;
+
+    #[test]
+    fn an_output_hash_is_stored_as_the_hex_stored_pipelines_already_hold() {
+        let output = json!({"b": [1, 2], "a": "x"});
+        let hash = OutputHash::of(&output);
+        let hex = blake3::hash(crate::ir::canonical_json(&output).as_bytes())
+            .to_hex()
+            .to_string();
+        let stored = serde_json::to_string(&hash).expect("a hash serializes");
+        assert_eq!(stored, format!("\"{hex}\""));
+        assert_eq!(hash.to_string(), hex);
+        let read: OutputHash = serde_json::from_str(&stored).expect("the hex reads back");
+        assert_eq!(read, hash);
+    }
+
+    #[test]
+    fn a_stored_hash_that_is_not_hex_is_an_error_naming_it() {
+        let error = serde_json::from_str::<OutputHash>("\"not-a-hash\"")
+            .expect_err("not a hash")
+            .to_string();
+        assert!(error.contains("output hash \"not-a-hash\""), "{error}");
+        assert!(serde_json::from_str::<OutputHash>("42").is_err());
+    }
 }

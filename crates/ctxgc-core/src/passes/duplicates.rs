@@ -42,7 +42,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::{Cx, Pass, PassDoc};
 use crate::chat::ChatConfig;
-use crate::chat::pairing::{ResultView, Slot};
+use crate::chat::pairing::{OutputHash, ResultView, Slot};
 use crate::ir::Kind;
 use crate::plan::{Action, BlockRewrite, Reason, Verdict};
 
@@ -60,7 +60,7 @@ struct Answer {
     result: Slot,
     /// Hash of the output; `None` for a stub or note ctxgc wrote, which repeats nothing and
     /// ends the run.
-    hash: Option<String>,
+    hash: Option<OutputHash>,
     /// The call and the result are items of their own (`tool_call` / `tool_result` events),
     /// retired together; otherwise the result is a block, stubbed.
     events: bool,
@@ -75,7 +75,7 @@ struct Answer {
 struct Group {
     answers: Vec<Answer>,
     /// The run a new answer may join: the hash and first answer of the last surviving one.
-    tail: Option<(String, usize)>,
+    tail: Option<(OutputHash, usize)>,
 }
 
 /// State: answers grouped by call, and for each item the answers it holds.
@@ -121,7 +121,7 @@ impl Duplicates {
                 && matches!(cx.items[r.call.slot.item].kind, Kind::ToolCall(_));
             // An event trace's outputs come from its tools, never from a compile.
             let written = !events && r.written_by_ctxgc();
-            let hash = (!written).then(|| r.output_hash().to_owned());
+            let hash = (!written).then(|| r.output_hash());
             let group = &mut self.groups[g];
             let k = group.answers.len();
             let mut answer = Answer {
@@ -133,7 +133,7 @@ impl Duplicates {
                 stub: None,
             };
             if answer.survives(cx) {
-                answer.repeats = group.join(k, answer.hash.as_deref());
+                answer.repeats = group.join(k, answer.hash);
                 if let Some(first) = answer.repeats.filter(|_| !events) {
                     answer.stub = stub_for(&self.config, cx, &r, group.answers[first].result);
                 }
@@ -158,8 +158,8 @@ impl Duplicates {
         for k in 0..group.answers.len() {
             let answer = &group.answers[k];
             let repeats = if answer.survives(cx) {
-                let hash = answer.hash.clone();
-                group.join(k, hash.as_deref())
+                let hash = answer.hash;
+                group.join(k, hash)
             } else {
                 None
             };
@@ -196,15 +196,15 @@ impl Answer {
 impl Group {
     /// Answer `k` (surviving, output `hash`) follows the current tail: the first answer of
     /// the run it joins, when that is not itself.
-    fn join(&mut self, k: usize, hash: Option<&str>) -> Option<usize> {
+    fn join(&mut self, k: usize, hash: Option<OutputHash>) -> Option<usize> {
         let Some(hash) = hash else {
             self.tail = None;
             return None;
         };
         match &self.tail {
-            Some((tail, first)) if tail == hash => Some(*first),
+            Some((tail, first)) if *tail == hash => Some(*first),
             _ => {
-                self.tail = Some((hash.to_owned(), k));
+                self.tail = Some((hash, k));
                 None
             }
         }

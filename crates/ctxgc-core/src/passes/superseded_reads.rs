@@ -52,7 +52,7 @@ use serde_json::Value;
 use super::lossy::LossyGate;
 use super::{Cx, Pass, PassDoc};
 use crate::chat::ChatConfig;
-use crate::chat::pairing::{ResultView, Slot};
+use crate::chat::pairing::{OutputHash, ResultView, Slot};
 use crate::ir::{Block, Kind, canonical_json};
 use crate::plan::{Action, BlockRewrite, Reason, Verdict};
 use crate::projection::learn::names_an_id;
@@ -68,7 +68,7 @@ pub static DOC: PassDoc = PassDoc {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Read {
     slot: Slot,
-    hash: String,
+    hash: OutputHash,
     error: bool,
     /// Tokens of the output text, counted only once a newer, different result of the same
     /// call arrives (most reads are never superseded, and counting every output was a sixth
@@ -210,7 +210,7 @@ fn run_starts(list: &[Read]) -> Vec<usize> {
 }
 
 /// Notes, in `runs`, a result with `hash` about to be pushed at the end of `list` (`key`).
-fn note_run(runs: &mut HashMap<String, Vec<usize>>, key: &str, list: &[Read], hash: &str) {
+fn note_run(runs: &mut HashMap<String, Vec<usize>>, key: &str, list: &[Read], hash: OutputHash) {
     let starts_run = list.last().is_none_or(|last| last.hash != hash);
     match runs.get_mut(key) {
         Some(starts) => {
@@ -258,11 +258,11 @@ impl SupersededReads {
         cx: &Cx<'_>,
         r: &ResultView<'_>,
         (key, shape): (String, &Shape),
-        hash: &str,
+        hash: OutputHash,
     ) {
         let read = Read {
             slot: r.slot,
-            hash: hash.to_owned(),
+            hash,
             error: false,
             tokens: None,
             text: r.has_text(),
@@ -321,7 +321,7 @@ impl Pass for SupersededReads {
                 if self.config.tool_protected(&r.call.name) || r.written_by_ctxgc() {
                     continue;
                 }
-                let hash = r.output_hash().to_owned();
+                let hash = r.output_hash();
                 let error = r.is_error();
                 let list = self.reads.entry(r.call.signature.clone()).or_default();
                 // The latest surviving result: when this one repeats it, no earlier read
@@ -335,7 +335,7 @@ impl Pass for SupersededReads {
                     // The earlier reads that no surviving read has contradicted yet (the
                     // latest run of one result) now have this one as their newer read. Reads
                     // before that run already name a newer one.
-                    let mut run_hash: Option<&str> = None;
+                    let mut run_hash: Option<OutputHash> = None;
                     let run: Vec<usize> = list
                         .iter()
                         .rev()
@@ -343,11 +343,11 @@ impl Pass for SupersededReads {
                             if e.error || !cx.survives(e.slot.item) {
                                 return true;
                             }
-                            *run_hash.get_or_insert(e.hash.as_str()) == e.hash
+                            *run_hash.get_or_insert(e.hash) == e.hash
                         })
                         .map(|e| e.slot.item)
                         .collect();
-                    if run_hash != Some(hash.as_str()) {
+                    if run_hash != Some(hash) {
                         moved.extend(run.into_iter().filter(|&m| m < start));
                     }
                 }
@@ -366,7 +366,7 @@ impl Pass for SupersededReads {
                         earlier.tokens = text_tokens(cx, earlier.slot, &self.config);
                     }
                 }
-                note_run(&mut self.runs, &r.call.signature, list, &hash);
+                note_run(&mut self.runs, &r.call.signature, list, hash);
                 self.member.entry(i).or_default().push((
                     r.slot.block,
                     r.call.signature.clone(),
