@@ -85,7 +85,8 @@ fn failures_timeouts_and_garbage_are_errors_for_that_input_only() {
         let report = bench_text(
             "t.json",
             TRACE,
-            &with_external(command, Duration::from_millis(500)),
+            // Long enough for a shell to start on a loaded machine; short of the `sleep 5`.
+            &with_external(command, Duration::from_secs(2)),
         );
         let error = error_of(&report, &format!("external:{command}"));
         assert!(error.contains(expected), "{command}: {error}");
