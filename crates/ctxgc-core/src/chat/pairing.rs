@@ -414,6 +414,11 @@ impl<'a> ResultView<'a> {
     /// True when the output is a stub or note an earlier compile wrote (see
     /// [`crate::chat::written_by_ctxgc`]): no pass rewrites it or takes it as evidence.
     pub fn written_by_ctxgc(&self) -> bool {
+        // An event's output that is not a string is shown as JSON, which never opens with a
+        // note's prefix: no need to write every such output out to know.
+        if self.event && !self.output.output.is_string() {
+            return false;
+        }
         self.text().is_some_and(crate::chat::written_by_ctxgc)
     }
 

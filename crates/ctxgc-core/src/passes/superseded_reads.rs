@@ -382,7 +382,7 @@ impl Pass for SupersededReads {
                 });
                 if !error && let Some((lists, shape)) = records_of(cx, &r) {
                     for key in lists {
-                        self.read_record(cx, &r, (key, &shape), r.output_hash());
+                        self.read_record(cx, &r, (key, &shape), hash);
                     }
                 }
             }
