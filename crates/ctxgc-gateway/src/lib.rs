@@ -67,6 +67,10 @@ pub struct GatewayOptions {
     pub timeout: Duration,
     /// No JSON line per request on stderr.
     pub quiet: bool,
+    /// The secret credentials are hashed with to scope conversations by tenant
+    /// (`CTXGC_TENANT_SECRET`). Gateways sharing a store should share it; without one, a
+    /// random secret is made once and kept in the store.
+    pub tenant_secret: Option<String>,
 }
 
 impl GatewayOptions {
@@ -85,6 +89,7 @@ impl GatewayOptions {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             timeout: server::DEFAULT_TIMEOUT,
             quiet: false,
+            tenant_secret: None,
         }
     }
 
@@ -132,7 +137,22 @@ pub fn build(
         // Redirects are the client's business: pass them back as they came.
         .redirect(reqwest::redirect::Policy::none())
         .build()?;
-    let sessions = store.map(|s| Arc::new(sessions::Sessions::new(s, options.chat_options())));
+    if options
+        .tenant_secret
+        .as_ref()
+        .is_some_and(|s| s.trim().is_empty())
+    {
+        return Err(GatewayError::Usage(
+            "the tenant secret must not be empty".into(),
+        ));
+    }
+    let sessions = store.map(|s| {
+        let sessions = sessions::Sessions::new(s, options.chat_options());
+        if let Some(secret) = &options.tenant_secret {
+            sessions.set_tenant_secret(secret);
+        }
+        Arc::new(sessions)
+    });
     Ok(Arc::new(Gateway {
         upstreams: options.upstreams.clone(),
         client,

@@ -46,6 +46,8 @@ impl Counters {
 pub struct Record {
     /// The conversation, when the request carried one.
     pub session: Option<String>,
+    /// The keyed hash of its credentials, when it had any.
+    pub tenant: Option<String>,
     /// Compiled on the incremental path.
     pub incremental: bool,
     /// Body bytes in.
@@ -56,13 +58,61 @@ pub struct Record {
     pub usage: Usage,
     /// The status sent to the client.
     pub status: u16,
+    /// What the gateway added before the request went upstream, in microseconds.
+    pub overhead_us: u64,
+}
+
+/// Upper bounds (seconds) of the overhead histogram's buckets: from 50 µs, where a request
+/// the gateway only forwards lands, to a second.
+pub const OVERHEAD_BUCKETS: [f64; 14] = [
+    0.00005, 0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.0025, 0.005, 0.01, 0.025, 0.1,
+    0.25, 1.0,
+];
+
+/// A Prometheus histogram of overheads: counts per bucket (not cumulative), the sum and
+/// the count.
+#[derive(Debug, Default, Clone)]
+struct Histogram {
+    buckets: [u64; OVERHEAD_BUCKETS.len()],
+    sum_us: u64,
+    count: u64,
+}
+
+impl Histogram {
+    fn observe(&mut self, us: u64) {
+        let seconds = us as f64 / 1e6;
+        if let Some(i) = OVERHEAD_BUCKETS.iter().position(|&le| seconds <= le) {
+            self.buckets[i] += 1;
+        }
+        self.sum_us += us;
+        self.count += 1;
+    }
+
+    fn render(&self, out: &mut String) {
+        let name = "ctxgc_gateway_overhead_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Time the gateway added before a request went upstream (parse, compile, store)."
+        );
+        let _ = writeln!(out, "# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (le, n) in OVERHEAD_BUCKETS.iter().zip(self.buckets) {
+            cumulative += n;
+            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {cumulative}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", self.count);
+        let _ = writeln!(out, "{name}_sum {}", self.sum_us as f64 / 1e6);
+        let _ = writeln!(out, "{name}_count {}", self.count);
+    }
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     total: Counters,
-    sessions: BTreeMap<String, Counters>,
+    /// By (session name, tenant).
+    sessions: BTreeMap<(String, String), Counters>,
     statuses: BTreeMap<u16, u64>,
+    overhead: Histogram,
 }
 
 /// The gateway's counters.
@@ -77,14 +127,16 @@ impl Metrics {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         inner.total.add(record);
         *inner.statuses.entry(record.status).or_default() += 1;
+        inner.overhead.observe(record.overhead_us);
         if let Some(s) = &record.session {
             let listed = inner.sessions.len();
-            match inner.sessions.get_mut(s) {
+            let key = (s.clone(), record.tenant.clone().unwrap_or_default());
+            match inner.sessions.get_mut(&key) {
                 Some(c) => c.add(record),
                 None if listed < MAX_SESSIONS_LISTED => {
                     let mut c = Counters::default();
                     c.add(record);
-                    inner.sessions.insert(s.clone(), c);
+                    inner.sessions.insert(key, c);
                 }
                 None => {}
             }
@@ -96,10 +148,14 @@ impl Metrics {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).total
     }
 
-    /// The counters of one conversation.
-    pub fn session(&self, key: &str) -> Option<Counters> {
+    /// The counters of one conversation: its session name and its tenant (`None` for
+    /// requests without credentials).
+    pub fn session(&self, name: &str, tenant: Option<&str>) -> Option<Counters> {
         let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        inner.sessions.get(key).copied()
+        inner
+            .sessions
+            .get(&(name.to_owned(), tenant.unwrap_or_default().to_owned()))
+            .copied()
     }
 
     /// Prometheus text exposition (version 0.0.4).
@@ -148,10 +204,15 @@ impl Metrics {
             let _ = writeln!(out, "# HELP ctxgc_gateway_{name} {help}");
             let _ = writeln!(out, "# TYPE ctxgc_gateway_{name} counter");
             let _ = writeln!(out, "ctxgc_gateway_{name} {}", get(&inner.total));
-            for (session, c) in &inner.sessions {
+            for ((session, tenant), c) in &inner.sessions {
+                let tenant = if tenant.is_empty() {
+                    String::new()
+                } else {
+                    format!(",tenant=\"{}\"", escape_label(tenant))
+                };
                 let _ = writeln!(
                     out,
-                    "ctxgc_gateway_{name}{{session=\"{}\"}} {}",
+                    "ctxgc_gateway_{name}{{session=\"{}\"{tenant}}} {}",
                     escape_label(session),
                     get(c)
                 );
@@ -168,6 +229,7 @@ impl Metrics {
                 "ctxgc_gateway_responses_total{{code=\"{status}\"}} {n}"
             );
         }
+        inner.overhead.render(&mut out);
         out
     }
 }

@@ -18,6 +18,7 @@ use ctxgc_core::chat::lowering::object_entries;
 use serde_json::{Value, json};
 
 use crate::server::{Gateway, send};
+use crate::sessions::Recalled;
 use crate::usage::{Usage, UsageReader};
 
 /// The tool's name.
@@ -261,26 +262,57 @@ pub fn original_text(raw: &str) -> String {
     text.unwrap_or_else(|| raw.to_owned())
 }
 
-/// What the store gives back for one call.
-pub(crate) async fn answer_call(gateway: &Arc<Gateway>, session: &str, call: &Call) -> String {
+/// The conversation a recall is answered from: the request's key and the store session it
+/// was compiled into (never another conversation's, even under the same key).
+#[derive(Debug, Clone)]
+pub(crate) struct Scope {
+    pub key: String,
+    pub context_id: String,
+}
+
+/// What the store gives back for one call: the original, or words naming the ids the model
+/// may have meant.
+pub(crate) async fn answer_call(gateway: &Arc<Gateway>, scope: &Scope, call: &Call) -> String {
     let Some(id) = call.receipt.clone() else {
         return format!("{TOOL} needs an `id` argument: the id a shortened item names");
     };
     let Some(sessions) = gateway.sessions.clone() else {
         return "no store is configured".to_owned();
     };
-    let key = session.to_owned();
+    let scope = scope.clone();
     let lookup = id.clone();
-    let found = tokio::task::spawn_blocking(move || sessions.receipt(&key, &lookup)).await;
+    let found = tokio::task::spawn_blocking(move || {
+        sessions.recall(&scope.key, &scope.context_id, &lookup)
+    })
+    .await;
     match found {
-        Ok(Ok(Some(bytes))) => match String::from_utf8(bytes) {
+        Ok(Ok(Recalled::Found(bytes))) => match String::from_utf8(bytes) {
             Ok(text) => original_text(&text),
             Err(_) => format!("receipt {id:?} holds bytes that are not UTF-8 text"),
         },
-        Ok(Ok(None)) => format!("no item with id {id:?} in this conversation"),
+        Ok(Ok(Recalled::Missing { nearest })) => missing_text(&id, &nearest),
         Ok(Err(e)) => format!("the store could not be read: {e}"),
         Err(e) => format!("the store could not be read: {e}"),
     }
+}
+
+/// The answer to a recall of an id the conversation does not have.
+///
+/// ```
+/// use ctxgc_gateway::recall::missing_text;
+/// assert_eq!(missing_text("m13", &["m12".into(), "m3".into()]),
+///     r#"no item with id "m13" in this conversation; the shortened items nearest to it are "m12", "m3""#);
+/// assert_eq!(missing_text("m1", &[]), r#"no item with id "m1" in this conversation (it has no shortened items)"#);
+/// ```
+pub fn missing_text(id: &str, nearest: &[String]) -> String {
+    if nearest.is_empty() {
+        return format!("no item with id {id:?} in this conversation (it has no shortened items)");
+    }
+    let names: Vec<String> = nearest.iter().map(|n| format!("{n:?}")).collect();
+    format!(
+        "no item with id {id:?} in this conversation; the shortened items nearest to it are {}",
+        names.join(", ")
+    )
 }
 
 /// Sends the request, answering recall calls until the model gives an answer of its own.
@@ -290,7 +322,7 @@ pub(crate) async fn answer_call(gateway: &Arc<Gateway>, session: &str, call: &Ca
 pub(crate) async fn round_trip(
     gateway: &Arc<Gateway>,
     format: Format,
-    session: &str,
+    scope: &Scope,
     method: Method,
     url: &str,
     headers: HeaderMap,
@@ -345,7 +377,7 @@ pub(crate) async fn round_trip(
         }
         let mut results = Vec::with_capacity(calls.len());
         for call in calls {
-            let text = answer_call(gateway, session, &call).await;
+            let text = answer_call(gateway, scope, &call).await;
             results.push((call, text));
         }
         answered += results.len();

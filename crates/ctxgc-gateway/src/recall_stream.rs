@@ -1,13 +1,16 @@
-//! `--recall` for streamed answers (OpenAI Chat Completions and Anthropic Messages): the
-//! client sees one normal stream although the model called `ctxgc_recall` on the way.
+//! `--recall` for streamed answers (OpenAI Chat Completions, OpenAI Responses and Anthropic
+//! Messages): the client sees one normal stream although the model called `ctxgc_recall` on
+//! the way.
 //!
 //! Events are passed on as they arrive until the model starts a tool call (an OpenAI chunk
-//! with `tool_calls`, an Anthropic `tool_use` block); from there the rest of the answer is
-//! held back. When the answer ends and every tool call in it is a recall call, the gateway
+//! with `tool_calls`, a Responses `function_call` output item, an Anthropic `tool_use`
+//! block); from there the rest of the answer is held back. When the answer ends and every tool call in it is a recall call, the gateway
 //! answers them from the store, appends the model's turn and the results to the request, sends
 //! it upstream again (streamed) and relays the continuation in place of what it held back:
-//! its opening event (Anthropic `message_start`) left out, Anthropic block indexes moved past
-//! the blocks the client already has. An answer with any other tool call is released as it
+//! its opening event (Anthropic `message_start`, Responses `response.created` and
+//! `response.in_progress`) left out, Anthropic block indexes and Responses output indexes
+//! moved past what the client already has, Responses sequence numbers continued, and the
+//! final Responses `response.completed` listing every output item the client was shown. An answer with any other tool call is released as it
 //! came. The text the model wrote before calling the tool stays in the client's stream and
 //! goes back upstream in the assistant turn.
 
@@ -21,13 +24,16 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::recall::{Call, MAX_ROUNDS, TOOL, answer_call, continue_request, receipt_of};
+use crate::recall::{Call, MAX_ROUNDS, Scope, TOOL, answer_call, continue_request, receipt_of};
 use crate::server::{Gateway, hop_by_hop, send};
 use crate::usage::{Usage, UsageReader};
 
 /// Whether streamed recall applies to requests of this format.
 pub fn supported(format: Format) -> bool {
-    matches!(format, Format::OpenaiChat | Format::Anthropic)
+    matches!(
+        format,
+        Format::OpenaiChat | Format::Anthropic | Format::Responses
+    )
 }
 
 /// One server-sent event: its exact bytes, its name and its data.
@@ -109,9 +115,14 @@ struct Round {
     text: String,
     calls: Vec<(String, String, String)>,
     /// Anthropic: the content blocks by index, tool inputs as JSON text until they end.
+    /// Responses: the output items by index, function arguments as text until they end.
     blocks: Vec<Value>,
     inputs: Vec<String>,
     passed_blocks: usize,
+    /// Responses: the output items the client was shown in earlier rounds (the final
+    /// `response.completed` lists them first), and the next sequence number to write.
+    earlier: Vec<Value>,
+    next_seq: u64,
 }
 
 impl Round {
@@ -127,13 +138,37 @@ impl Round {
             blocks: Vec::new(),
             inputs: Vec::new(),
             passed_blocks: 0,
+            earlier: Vec::new(),
+            next_seq: 0,
         }
+    }
+
+    /// A continuation that follows `earlier` output items and sequence number `next_seq`
+    /// (Responses).
+    fn after(mut self, earlier: Vec<Value>, next_seq: u64) -> Round {
+        self.earlier = earlier;
+        self.next_seq = next_seq;
+        self
+    }
+
+    /// Responses: the output items the client has, this round's included.
+    fn shown_items(&self) -> Vec<Value> {
+        let mut items = self.earlier.clone();
+        items.extend(
+            self.blocks
+                .iter()
+                .take(self.passed_blocks)
+                .filter(|b| !b.is_null())
+                .cloned(),
+        );
+        items
     }
 
     /// Takes one event in; returns what goes to the client now.
     fn on_event(&mut self, event: Event) -> Option<Bytes> {
         match self.format {
             Format::Anthropic => self.on_anthropic(event),
+            Format::Responses => self.on_responses(event),
             _ => self.on_chat(event),
         }
     }
@@ -254,9 +289,106 @@ impl Round {
         }
     }
 
+    fn on_responses(&mut self, event: Event) -> Option<Bytes> {
+        let Ok(mut data) = serde_json::from_str::<Value>(&event.data) else {
+            return self.pass_or_hold(event.bytes);
+        };
+        let kind = data
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let index = data
+            .get("output_index")
+            .and_then(Value::as_u64)
+            .map(|i| i as usize);
+        if let Some(i) = index
+            && self.blocks.len() <= i
+        {
+            self.blocks.resize(i + 1, Value::Null);
+            self.inputs.resize(i + 1, String::new());
+        }
+        match (kind.as_str(), index) {
+            ("response.created" | "response.in_progress", _) if !self.first => return None,
+            ("response.output_item.added", Some(i)) => {
+                let item = data.get("item").cloned().unwrap_or(Value::Null);
+                if item.get("type").and_then(Value::as_str) == Some("function_call") {
+                    self.holding = true;
+                }
+                self.blocks[i] = item;
+                if !self.holding {
+                    self.passed_blocks = self.passed_blocks.max(i + 1);
+                }
+            }
+            ("response.function_call_arguments.delta", Some(i)) => {
+                self.inputs[i].push_str(data["delta"].as_str().unwrap_or(""));
+            }
+            ("response.function_call_arguments.done", Some(i)) => {
+                if let Some(args) = data.get("arguments").and_then(Value::as_str) {
+                    self.inputs[i] = args.to_owned();
+                }
+            }
+            ("response.output_item.done", Some(i)) => {
+                let mut item = data.get("item").cloned().unwrap_or(Value::Null);
+                if item.get("type").and_then(Value::as_str) == Some("function_call")
+                    && item.get("arguments").is_none()
+                {
+                    item["arguments"] = Value::String(self.inputs[i].clone());
+                }
+                self.blocks[i] = item;
+            }
+            _ => {}
+        }
+        if self.first {
+            if !self.holding
+                && let Some(seq) = data.get("sequence_number").and_then(Value::as_u64)
+            {
+                self.next_seq = self.next_seq.max(seq + 1);
+            }
+            return self.pass_or_hold(event.bytes);
+        }
+        // A continuation: its sequence numbers go on from the client's, its items come after
+        // the client's, and its final response lists everything the client was shown.
+        if data.get("sequence_number").is_some() {
+            data["sequence_number"] = json!(self.next_seq);
+            self.next_seq += 1;
+        }
+        if let Some(i) = index {
+            data["output_index"] = json!(i + self.offset);
+        }
+        if matches!(
+            kind.as_str(),
+            "response.completed" | "response.incomplete" | "response.failed"
+        ) && let Some(output) = data.pointer_mut("/response/output")
+            && let Some(list) = output.as_array()
+        {
+            let mut all = self.earlier.clone();
+            all.extend(list.iter().cloned());
+            *output = Value::Array(all);
+        }
+        self.pass_or_hold(Bytes::from(format!("event: {kind}\ndata: {data}\n\n")))
+    }
+
     /// The recall calls of the answer, when it ended in tool calls that are all recall calls.
     fn recall_calls(&self) -> Option<Vec<Call>> {
         let calls: Vec<(String, String, Value)> = match self.format {
+            Format::Responses => self
+                .blocks
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.get("type").and_then(Value::as_str) == Some("function_call"))
+                .map(|(i, b)| {
+                    let args = b
+                        .get("arguments")
+                        .and_then(Value::as_str)
+                        .map_or_else(|| self.inputs[i].clone(), str::to_owned);
+                    (
+                        b["call_id"].as_str().unwrap_or("").to_owned(),
+                        b["name"].as_str().unwrap_or("").to_owned(),
+                        serde_json::from_str(&args).unwrap_or(Value::Null),
+                    )
+                })
+                .collect(),
             Format::Anthropic => self
                 .blocks
                 .iter()
@@ -302,6 +434,15 @@ impl Round {
     /// The model's turn, shaped as a whole answer of the API (what `continue_request` reads).
     fn answer(&self) -> Value {
         match self.format {
+            Format::Responses => {
+                let items: Vec<Value> = self
+                    .blocks
+                    .iter()
+                    .filter(|b| !b.is_null())
+                    .cloned()
+                    .collect();
+                json!({"output": items})
+            }
             Format::Anthropic => {
                 let blocks: Vec<Value> = self
                     .blocks
@@ -337,6 +478,10 @@ fn error_event(format: Format, message: &str) -> Bytes {
             "event: error\ndata: {}\n\n",
             json!({"type": "error", "error": {"type": "api_error", "message": message}})
         ),
+        Format::Responses => format!(
+            "event: error\ndata: {}\n\n",
+            json!({"type": "error", "code": "api_error", "message": message, "param": null})
+        ),
         _ => format!(
             "data: {}\n\n",
             json!({"error": {"message": message, "type": "api_error", "param": null, "code": null}})
@@ -355,7 +500,7 @@ pub type OnDone = Box<dyn FnOnce(Usage, usize, bool) + Send>;
 pub(crate) fn relay(
     gateway: Arc<Gateway>,
     format: Format,
-    session: String,
+    scope: Scope,
     method: Method,
     url: String,
     headers: HeaderMap,
@@ -372,7 +517,7 @@ pub(crate) fn relay(
     }
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(32);
     tokio::spawn(drive(
-        gateway, format, session, method, url, headers, body, first, tx, on_done,
+        gateway, format, scope, method, url, headers, body, first, tx, on_done,
     ));
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
@@ -396,7 +541,7 @@ fn add(total: &mut Usage, u: Usage) {
 async fn drive(
     gateway: Arc<Gateway>,
     format: Format,
-    session: String,
+    scope: Scope,
     method: Method,
     url: String,
     headers: HeaderMap,
@@ -410,9 +555,13 @@ async fn drive(
     let mut upstream = first;
     let mut offset = 0;
     let mut round_number = 0;
+    // Responses: the output items the client has so far, and the next sequence number.
+    let mut shown: Vec<Value> = Vec::new();
+    let mut next_seq = 0;
     let completed = loop {
         let mut reader = UsageReader::new(true);
-        let mut round = Round::new(format, round_number == 0, offset);
+        let mut round = Round::new(format, round_number == 0, offset)
+            .after(std::mem::take(&mut shown), next_seq);
         let mut splitter = Splitter::default();
         let mut stream = upstream.bytes_stream();
         let mut broke = None;
@@ -467,7 +616,7 @@ async fn drive(
         };
         let mut results = Vec::with_capacity(calls.len());
         for call in calls {
-            let text = answer_call(&gateway, &session, &call).await;
+            let text = answer_call(&gateway, &scope, &call).await;
             results.push((call, text));
         }
         answered += results.len();
@@ -521,6 +670,8 @@ async fn drive(
             }
         }
         offset += round.passed_blocks;
+        shown = round.shown_items();
+        next_seq = round.next_seq;
         round_number += 1;
     };
     on_done(usage, answered, completed);

@@ -120,6 +120,9 @@ struct LogLine {
     status: u16,
     #[serde(skip_serializing_if = "Option::is_none")]
     session: Option<String>,
+    /// The keyed hash of the request's credentials (never the credentials).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tenant: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     compile: Option<CompilePath>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -136,6 +139,7 @@ struct LogLine {
     recall_calls: Option<usize>,
     usage: Usage,
     compile_us: u64,
+    overhead_us: u64,
     total_ms: u64,
     completed: bool,
 }
@@ -160,11 +164,13 @@ impl Finish {
         self.line.total_ms = self.started.elapsed().as_millis() as u64;
         self.gateway.metrics.record(&Record {
             session: self.line.session.clone(),
+            tenant: self.line.tenant.clone(),
             incremental: self.incremental,
             bytes_in: self.line.bytes_in,
             bytes_out: self.line.bytes_out,
             usage,
             status: self.line.status,
+            overhead_us: self.line.overhead_us,
         });
         if !self.gateway.options.quiet
             && let Ok(text) = serde_json::to_string(&self.line)
@@ -287,11 +293,21 @@ pub fn router(gateway: Arc<Gateway>, local: SocketAddr) -> Router {
         .layer(middleware::from_fn_with_state(guard, check_host))
 }
 
+/// The conversation a request belongs to.
+struct Named {
+    /// The key its sessions are found by: the name, scoped by the tenant when there is one.
+    key: String,
+    /// The session name (`x-ctxgc-session`, or the hash of its opening).
+    name: String,
+    /// The keyed hash of its credentials.
+    tenant: Option<String>,
+}
+
 /// What compiling a request gave.
 struct Prepared {
     body: Bytes,
     format: Option<Format>,
-    session: Option<String>,
+    named: Option<Named>,
     compiled: Option<crate::sessions::Compiled>,
     compile_error: Option<String>,
     compile_us: u64,
@@ -303,13 +319,14 @@ async fn prepare(
     gateway: &Arc<Gateway>,
     format: Format,
     headers: &HeaderMap,
+    query: Option<&str>,
     body: Bytes,
 ) -> Result<Prepared, Response> {
     let started = Instant::now();
     let mut prepared = Prepared {
         body: body.clone(),
         format: Some(format),
-        session: None,
+        named: None,
         compiled: None,
         compile_error: None,
         compile_us: 0,
@@ -332,25 +349,36 @@ async fn prepare(
             }
         },
     };
+    let headers = headers.clone();
+    let query = query.map(str::to_owned);
     let result = tokio::task::spawn_blocking(move || {
         let parsed = parse(&body, format).map_err(|e| (StatusCode::BAD_REQUEST, e.0))?;
         let conv = match parsed {
             Parsed::Conversation(c) => c,
             Parsed::Nothing { stream } => return Ok((None, None, stream)),
         };
-        let key = named.unwrap_or_else(|| conv.prefix_key());
         let stream = conv.stream;
-        match sessions.compile(&key, &conv) {
-            Ok(compiled) => Ok((Some(key), Some(Ok(compiled)), stream)),
+        // A conversation belongs to the credentials it came with: the same opening (or the
+        // same session name) from two API keys is two conversations.
+        let tenant = match sessions.tenant_of(&headers, query.as_deref()) {
+            Ok(t) => t,
+            Err(e) => return Ok((None, Some(Err(e.to_string())), stream)),
+        };
+        let name = named.unwrap_or_else(|| conv.prefix_key());
+        let key = crate::sessions::scoped_key(&name, tenant.as_deref());
+        let scope = Some(Named { key, name, tenant });
+        let key = scope.as_ref().map_or("", |s| s.key.as_str());
+        match sessions.compile(key, &conv) {
+            Ok(compiled) => Ok((scope, Some(Ok(compiled)), stream)),
             Err(SessionError::Invalid(e)) => Err((StatusCode::BAD_REQUEST, e.to_string())),
-            Err(SessionError::Store(e)) => Ok((Some(key), Some(Err(e.to_string())), stream)),
+            Err(SessionError::Store(e)) => Ok((scope, Some(Err(e.to_string())), stream)),
         }
     })
     .await;
     prepared.compile_us = started.elapsed().as_micros() as u64;
     match result {
-        Ok(Ok((session, compiled, stream))) => {
-            prepared.session = session;
+        Ok(Ok((named, compiled, stream))) => {
+            prepared.named = named;
             prepared.stream = stream;
             match compiled {
                 Some(Ok(mut c)) => {
@@ -383,6 +411,15 @@ async fn prepare(
             &format!("ctxgc gateway: compiling failed: {join}"),
         )),
     }
+}
+
+/// The conversation a compiled request's recall calls are answered from.
+fn recall_scope(prepared: &Prepared) -> Option<recall::Scope> {
+    let compiled = prepared.compiled.as_ref()?;
+    Some(recall::Scope {
+        key: prepared.named.as_ref()?.key.clone(),
+        context_id: compiled.context_id.clone(),
+    })
 }
 
 /// Session names: short, printable, safe in labels and logs.
@@ -502,14 +539,16 @@ async fn forward(State(gateway): State<Arc<Gateway>>, request: Request) -> Respo
         .then(|| format_of(provider_path))
         .flatten();
     let prepared = match format {
-        Some(format) => match prepare(&gateway, format, &parts.headers, body).await {
-            Ok(p) => p,
-            Err(response) => return response,
-        },
+        Some(format) => {
+            match prepare(&gateway, format, &parts.headers, parts.uri.query(), body).await {
+                Ok(p) => p,
+                Err(response) => return response,
+            }
+        }
         None => Prepared {
             body,
             format: None,
-            session: None,
+            named: None,
             compiled: None,
             compile_error: None,
             compile_us: 0,
@@ -517,11 +556,15 @@ async fn forward(State(gateway): State<Arc<Gateway>>, request: Request) -> Respo
         },
     };
     let headers = upstream_headers(&parts.headers);
+    // What the gateway added before the request went upstream (the body was read by the
+    // body check already): parsing, compiling, storing.
+    let overhead_us = started.elapsed().as_micros() as u64;
     let mut line = LogLine {
         method: parts.method.to_string(),
         path: path.clone(),
         upstream: upstream.base.clone(),
-        session: prepared.session.clone(),
+        session: prepared.named.as_ref().map(|n| n.name.clone()),
+        tenant: prepared.named.as_ref().and_then(|n| n.tenant.clone()),
         compile: prepared.compiled.as_ref().map(|c| c.path),
         items: prepared.compiled.as_ref().map(|c| c.items),
         new_items: prepared.compiled.as_ref().map(|c| c.new_items),
@@ -530,6 +573,7 @@ async fn forward(State(gateway): State<Arc<Gateway>>, request: Request) -> Respo
         bytes_out: prepared.body.len() as u64,
         compile_error: prepared.compile_error.clone(),
         compile_us: prepared.compile_us,
+        overhead_us,
         ..LogLine::default()
     };
     let incremental = prepared
@@ -547,13 +591,12 @@ async fn forward(State(gateway): State<Arc<Gateway>>, request: Request) -> Respo
     // Recall round trips for answers that are not streamed read the answer whole.
     if gateway.options.recall
         && !prepared.stream
-        && let (Some(format), Some(session)) = (prepared.format, prepared.session.clone())
-        && prepared.compiled.is_some()
+        && let (Some(format), Some(scope)) = (prepared.format, recall_scope(&prepared))
     {
         let outcome = recall::round_trip(
             &gateway,
             format,
-            &session,
+            &scope,
             parts.method.clone(),
             &url,
             headers,
@@ -574,19 +617,18 @@ async fn forward(State(gateway): State<Arc<Gateway>>, request: Request) -> Respo
             savings,
         }
         .done(usage, true);
-        return response;
+        return with_overhead(response, overhead_us);
     }
 
     // A streamed answer that may call the recall tool: the gateway writes the client's
     // stream itself, round by round.
-    let stream_recall = match (prepared.format, prepared.session.clone()) {
-        (Some(format), Some(session))
+    let stream_recall = match (prepared.format, recall_scope(&prepared)) {
+        (Some(format), Some(scope))
             if gateway.options.recall
                 && prepared.stream
-                && prepared.compiled.is_some()
                 && crate::recall_stream::supported(format) =>
         {
-            Some((format, session, headers.clone(), prepared.body.clone()))
+            Some((format, scope, headers.clone(), prepared.body.clone()))
         }
         _ => None,
     };
@@ -611,11 +653,11 @@ async fn forward(State(gateway): State<Arc<Gateway>>, request: Request) -> Respo
                 savings,
             }
             .done(Usage::default(), false);
-            return response;
+            return with_overhead(response, overhead_us);
         }
     };
     line.status = response.status().as_u16();
-    if let Some((format, session, headers, body)) = stream_recall
+    if let Some((format, scope, headers, body)) = stream_recall
         && response.status().is_success()
         && response
             .headers()
@@ -634,10 +676,10 @@ async fn forward(State(gateway): State<Arc<Gateway>>, request: Request) -> Respo
             finish.line.recall_calls = Some(calls);
             finish.done(usage, completed);
         });
-        return crate::recall_stream::relay(
+        let response = crate::recall_stream::relay(
             gateway.clone(),
             format,
-            session,
+            scope,
             parts.method.clone(),
             url,
             headers,
@@ -645,8 +687,9 @@ async fn forward(State(gateway): State<Arc<Gateway>>, request: Request) -> Respo
             response,
             on_done,
         );
+        return with_overhead(response, overhead_us);
     }
-    relay(
+    let response = relay(
         response,
         Finish {
             gateway: gateway.clone(),
@@ -655,7 +698,23 @@ async fn forward(State(gateway): State<Arc<Gateway>>, request: Request) -> Respo
             started,
             savings,
         },
-    )
+    );
+    with_overhead(response, overhead_us)
+}
+
+/// The response header that says what the gateway added before the request went upstream,
+/// in milliseconds (parse, compile, store; the provider's own time is not in it).
+pub const OVERHEAD_HEADER: &str = "x-ctxgc-overhead-ms";
+
+/// `response` with [`OVERHEAD_HEADER`] set.
+fn with_overhead(mut response: Response, overhead_us: u64) -> Response {
+    let text = format!("{}.{:03}", overhead_us / 1000, overhead_us % 1000);
+    if let Ok(value) = HeaderValue::from_str(&text) {
+        response
+            .headers_mut()
+            .insert(HeaderName::from_static(OVERHEAD_HEADER), value);
+    }
+    response
 }
 
 /// How long an upstream may take to start answering, by default.

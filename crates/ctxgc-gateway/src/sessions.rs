@@ -9,12 +9,21 @@
 //!
 //! Every new item is appended to the store before the request goes upstream, so a crash
 //! loses nothing, and its original bytes are the receipt a stub names. Each gateway session
-//! is a store session (`gw-<key>`, or `gw-<key>.<hash>` once the client rewrote history);
-//! the current one is named under [`GATEWAY_SCOPE`], so several gateways on one PostgreSQL
-//! serve the same conversation: a gateway that is behind catches up from the store.
+//! is a store session (`gw-<key>`, or `gw-<key>.<hash>` for a later conversation under the
+//! same key: a rewritten history, or another conversation that opens the same way). The
+//! store sessions of a key are listed under [`GATEWAY_SCOPE`], so several gateways on one
+//! PostgreSQL serve the same conversations: a gateway that is behind catches up from the
+//! store.
+//!
+//! **Tenants never meet.** The server scopes every key by the request's credentials
+//! ([`Sessions::tenant_of`]: a keyed hash, never the credential itself), so two API keys
+//! that send the same opening get two sessions. Under one key, every conversation keeps its
+//! own session: a request is matched against each conversation the key holds (the longest
+//! stored prefix of its items wins), so interleaved conversations stay incremental, and a
+//! recall is answered from the store session the request was compiled into, never another.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use ctxgc_core::chat::compile::render_session;
 use ctxgc_core::chat::lowering::{ChatDoc, Envelope, lower_document};
@@ -79,24 +88,148 @@ struct Live {
     session: Session,
     /// The request's Anthropic system prompt was item 0.
     has_system: bool,
-    last_used: u64,
     /// The rendered item list, kept between requests (cache-stable compilation only).
     rendered: Option<Rendered>,
+}
+
+impl Live {
+    /// How many of the request's items this conversation holds, when what it holds is a
+    /// prefix of them (compared byte for byte); `None` when the request is not its.
+    fn prefix_of(&self, conv: &Conversation<'_>, raws: &[&str]) -> Option<usize> {
+        prefix_len(
+            self.session.items(),
+            self.format,
+            self.has_system,
+            conv,
+            raws,
+        )
+    }
+}
+
+/// How many of `raws` the stored `items` are, when they are a byte-identical prefix of the
+/// request's items in the same format (and agree on whether item 0 is a system prompt).
+fn prefix_len(
+    items: &[Item],
+    format: Format,
+    has_system: bool,
+    conv: &Conversation<'_>,
+    raws: &[&str],
+) -> Option<usize> {
+    let matches = format == conv.format
+        && items.len() <= raws.len()
+        && items.iter().zip(raws).all(|(item, raw)| item.raw == *raw)
+        && (items.is_empty() || has_system == conv.system.is_some());
+    matches.then_some(items.len())
+}
+
+/// The conversations of one key, in memory.
+#[derive(Default)]
+struct Group {
+    /// Compiled conversations, most recently used first (at most [`MAX_LIVE_PER_KEY`]).
+    lives: Vec<Live>,
+    last_used: u64,
+}
+
+impl Group {
+    /// The conversation holding the longest stored prefix of the request, if any.
+    fn best(&self, conv: &Conversation<'_>, raws: &[&str]) -> Option<usize> {
+        self.lives
+            .iter()
+            .enumerate()
+            .filter_map(|(i, live)| Some((live.prefix_of(conv, raws)?, i)))
+            // Longest prefix first; between equals, the most recently used (lowest index).
+            .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
+            .map(|(_, i)| i)
+    }
+
+    /// Puts a conversation first (most recently used), replacing one of the same store
+    /// session, and keeps at most [`MAX_LIVE_PER_KEY`] in memory.
+    fn put_first(&mut self, live: Live) {
+        self.lives.retain(|l| l.context_id != live.context_id);
+        self.lives.insert(0, live);
+        self.lives.truncate(MAX_LIVE_PER_KEY);
+    }
+
+    fn touch(&mut self, i: usize) {
+        if i > 0 {
+            let live = self.lives.remove(i);
+            self.lives.insert(0, live);
+        }
+    }
+}
+
+/// Conversations of one key kept compiled in memory; older ones are reloaded from the store
+/// when they come back.
+pub const MAX_LIVE_PER_KEY: usize = 8;
+
+/// Store sessions listed under one key (newest first); a conversation older than these
+/// starts a fresh session when it comes back, its receipts still in the store.
+pub const MAX_LISTED_PER_KEY: usize = 64;
+
+/// The state key under [`GATEWAY_SCOPE`] that holds the secret credentials are hashed with.
+const TENANT_SECRET_KEY: &str = "tenant-secret";
+
+/// The store sessions of a key, newest first, as the store lists them (one context id a
+/// line; an older gateway wrote just one id, which reads as a list of one).
+fn parse_listed(value: Option<Vec<u8>>) -> Vec<String> {
+    value
+        .and_then(|v| String::from_utf8(v).ok())
+        .map(|text| {
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The key a conversation's sessions are found by: its name (`x-ctxgc-session`, or
+/// [`Conversation::prefix_key`]) scoped by its tenant ([`Sessions::tenant_of`]). `@` is not
+/// a character of session names, so no name given without credentials spells another
+/// tenant's key.
+///
+/// ```
+/// use ctxgc_gateway::sessions::scoped_key;
+/// assert_eq!(scoped_key("support", Some("3fa9")), "support@3fa9");
+/// assert_eq!(scoped_key("support", None), "support");
+/// ```
+pub fn scoped_key(name: &str, tenant: Option<&str>) -> String {
+    match tenant {
+        Some(tenant) => format!("{name}@{tenant}"),
+        None => name.to_owned(),
+    }
+}
+
+/// What a recall of a receipt id found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recalled {
+    /// The original bytes of the item.
+    Found(Vec<u8>),
+    /// No item of that id in the conversation: the ids nearest to it that the conversation
+    /// shortened (closest first, at most three).
+    Missing {
+        /// The ids a stub of this conversation names, nearest first.
+        nearest: Vec<String>,
+    },
 }
 
 /// The conversations, the store and the compile options.
 pub struct Sessions {
     /// `None` only while being dropped.
     store: Mutex<Option<AnyStore>>,
-    live: Mutex<HashMap<String, Arc<Mutex<Option<Live>>>>>,
+    live: Mutex<HashMap<String, Arc<Mutex<Group>>>>,
     clock: std::sync::atomic::AtomicU64,
     options: Options,
     config: ChatConfig,
     template: Session,
     max_live: usize,
+    /// The key credentials are hashed with: set by the operator, or made once per store.
+    tenant_secret: OnceLock<[u8; 32]>,
 }
 
-/// The store session a rewritten history moves to: named by the request's own items.
+/// The store session a later conversation under `key` moves to: named by the request's own
+/// items.
 fn fresh_context_id(key: &str, conv: &Conversation<'_>) -> String {
     let mut h = blake3::Hasher::new();
     for x in conv.item_hashes() {
@@ -132,10 +265,90 @@ impl Sessions {
             config,
             template,
             max_live: DEFAULT_MAX_LIVE,
+            tenant_secret: OnceLock::new(),
         }
     }
 
-    /// The compile options in use.
+    /// Hashes credentials with a key derived from `secret` (`CTXGC_TENANT_SECRET`): gateways
+    /// that share a store and a secret scope tenants alike. Without one, the first gateway
+    /// on a store makes a random secret and keeps it there. Returns false when the secret
+    /// was already in use (set or made).
+    pub fn set_tenant_secret(&self, secret: &str) -> bool {
+        let key = blake3::derive_key("ctxgc gateway tenant secret v1", secret.as_bytes());
+        self.tenant_secret.set(key).is_ok()
+    }
+
+    /// The secret credentials are hashed with: the operator's, else the store's, made once
+    /// (random) on first use.
+    fn tenant_key(&self) -> Result<[u8; 32], StoreError> {
+        if let Some(key) = self.tenant_secret.get() {
+            return Ok(*key);
+        }
+        let stored = self.with_store(|s| {
+            if let Some(v) = s.state(GATEWAY_SCOPE, TENANT_SECRET_KEY)?
+                && let Ok(key) = <[u8; 32]>::try_from(v.as_slice())
+            {
+                return Ok(key);
+            }
+            let mut fresh = [0u8; 32];
+            getrandom::fill(&mut fresh).map_err(|e| StoreError::Backend {
+                backend: "gateway",
+                message: format!("no random bytes for the tenant secret: {e}"),
+            })?;
+            s.put_state(GATEWAY_SCOPE, TENANT_SECRET_KEY, &fresh)?;
+            // Two gateways starting on one empty store at once: the last write stands, and
+            // both read it back.
+            match s.state(GATEWAY_SCOPE, TENANT_SECRET_KEY)? {
+                Some(v) => <[u8; 32]>::try_from(v.as_slice()).map_err(|_| StoreError::Corrupt {
+                    context_id: GATEWAY_SCOPE.to_owned(),
+                    message: "the stored tenant secret is not 32 bytes".into(),
+                }),
+                None => Ok(fresh),
+            }
+        })?;
+        Ok(*self.tenant_secret.get_or_init(|| stored))
+    }
+
+    /// The tenant a request's credentials name, as a keyed hash (24 hex digits), or `None`
+    /// for a request without credentials. Every credential a provider reads is hashed
+    /// together: `Authorization`, `x-api-key`, `api-key`, and the `key` / `api-key` query
+    /// parameters. Blocking on first use (the store's secret): call from a blocking thread.
+    pub fn tenant_of(
+        &self,
+        headers: &axum::http::HeaderMap,
+        query: Option<&str>,
+    ) -> Result<Option<String>, StoreError> {
+        let mut credentials: Vec<(&str, &[u8])> = Vec::new();
+        for name in ["authorization", "x-api-key", "api-key"] {
+            for value in headers.get_all(name) {
+                credentials.push((name, value.as_bytes()));
+            }
+        }
+        let pairs: Vec<(String, String)> = query
+            .map(|q| {
+                form_urlencoded::parse(q.as_bytes())
+                    .filter(|(k, _)| k == "key" || k == "api-key")
+                    .map(|(k, v)| (format!("query {k}"), v.into_owned()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (k, v) in &pairs {
+            credentials.push((k.as_str(), v.as_bytes()));
+        }
+        if credentials.is_empty() {
+            return Ok(None);
+        }
+        let mut hasher = blake3::Hasher::new_keyed(&self.tenant_key()?);
+        for (name, value) in credentials {
+            hasher.update(name.as_bytes());
+            hasher.update(b"\0");
+            hasher.update(&(value.len() as u64).to_le_bytes());
+            hasher.update(value);
+        }
+        Ok(Some(hasher.finalize().to_hex()[..24].to_owned()))
+    }
+
+    /// The options in use.
     pub fn options(&self) -> &Options {
         &self.options
     }
@@ -155,33 +368,122 @@ impl Sessions {
         }
     }
 
-    fn entry(&self, key: &str) -> Arc<Mutex<Option<Live>>> {
+    fn entry(&self, key: &str) -> Arc<Mutex<Group>> {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(e) = live.get(key) {
             return e.clone();
         }
         if live.len() >= self.max_live {
-            // Drop the least recently used conversation that no request holds right now.
+            // Drop the least recently used key that no request holds right now.
             let oldest = live
                 .iter()
                 .filter(|(_, e)| Arc::strong_count(e) == 1)
-                .filter_map(|(k, e)| {
-                    let used = e.try_lock().ok()?.as_ref().map_or(0, |l| l.last_used);
-                    Some((used, k.clone()))
-                })
+                .filter_map(|(k, e)| Some((e.try_lock().ok()?.last_used, k.clone())))
                 .min();
             if let Some((_, k)) = oldest {
                 live.remove(&k);
             }
         }
-        let e = Arc::new(Mutex::new(None));
+        let e = Arc::new(Mutex::new(Group::default()));
         live.insert(key.to_owned(), e.clone());
         e
     }
 
-    /// Compiles a request's conversation under `key`: incrementally when what is stored is
-    /// a prefix of it, from scratch otherwise. Blocking (store I/O): call from a blocking
-    /// thread.
+    /// The store sessions listed under `key`, newest first.
+    fn listed(&self, key: &str) -> Result<Vec<String>, StoreError> {
+        Ok(parse_listed(
+            self.with_store(|s| s.state(GATEWAY_SCOPE, key))?,
+        ))
+    }
+
+    /// Finds the conversation a request continues (in memory, else among the store
+    /// sessions listed under its key), or starts a new store session for it, and puts it
+    /// first in the group.
+    fn find_or_start(
+        &self,
+        key: &str,
+        group: &mut Group,
+        conv: &Conversation<'_>,
+        raws: &[&str],
+        path: &mut CompilePath,
+    ) -> Result<(), SessionError> {
+        if let Some(i) = group.best(conv, raws) {
+            group.touch(i);
+            return Ok(());
+        }
+        // Not in memory: another gateway (or an earlier run) may hold it in the store. A
+        // conversation in memory that is not a prefix is not one in the store either (store
+        // sessions only grow), so only the others are read.
+        let listed = self.listed(key)?;
+        let mut best: Option<(usize, Live)> = None;
+        for context_id in &listed {
+            if group.lives.iter().any(|l| &l.context_id == context_id) {
+                continue;
+            }
+            if let Some(live) = self.load_matching(context_id, conv, raws)? {
+                let held = live.session.items().len();
+                if best.as_ref().is_none_or(|(n, _)| held > *n) {
+                    best = Some((held, live));
+                }
+            }
+        }
+        if let Some((_, live)) = best {
+            group.put_first(live);
+            return Ok(());
+        }
+        // A conversation this key has not held: a store session of its own, listed first.
+        *path = CompilePath::Full;
+        let name = if listed.is_empty() && group.lives.is_empty() {
+            format!("gw-{key}")
+        } else {
+            fresh_context_id(key, conv)
+        };
+        self.start_session(key, group, conv, raws, &name, listed)
+    }
+
+    /// Starts the request's conversation in a store session named `name` (or `name.2`,
+    /// `name.3`, ... when that one holds other items: a client that went back to an earlier
+    /// state of a conversation), lists it first under `key` and puts it first in `group`.
+    fn start_session(
+        &self,
+        key: &str,
+        group: &mut Group,
+        conv: &Conversation<'_>,
+        raws: &[&str],
+        name: &str,
+        listed: Vec<String>,
+    ) -> Result<(), SessionError> {
+        let mut found = None;
+        for n in 1..=16 {
+            let context_id = if n == 1 {
+                name.to_owned()
+            } else {
+                format!("{name}.{n}")
+            };
+            if let Some(live) = self.load_matching(&context_id, conv, raws)? {
+                found = Some(live);
+                break;
+            }
+        }
+        let live = found.ok_or_else(|| StoreError::Corrupt {
+            context_id: name.to_owned(),
+            message: "16 store sessions of this name hold other items than the request".into(),
+        })?;
+        let mut names = vec![live.context_id.clone()];
+        names.extend(
+            listed
+                .into_iter()
+                .filter(|c| *c != live.context_id)
+                .take(MAX_LISTED_PER_KEY - 1),
+        );
+        self.with_store(|s| s.put_state(GATEWAY_SCOPE, key, names.join("\n").as_bytes()))?;
+        group.put_first(live);
+        Ok(())
+    }
+
+    /// Compiles a request's conversation under `key`: incrementally when a conversation of
+    /// the key holds a prefix of its items, from scratch in a store session of its own
+    /// otherwise. Blocking (store I/O): call from a blocking thread.
     pub fn compile(&self, key: &str, conv: &Conversation<'_>) -> Result<Compiled, SessionError> {
         // The request's items as exact bytes. What is stored is recognised by comparing
         // bytes (memcmp), and only the new items are hashed: a request costs what it adds.
@@ -192,38 +494,25 @@ impl Sessions {
             .map(|r| r.get())
             .collect();
         let entry = self.entry(key);
-        let mut slot = entry.lock().unwrap_or_else(|p| p.into_inner());
-        let now = self
+        let mut group = entry.lock().unwrap_or_else(|p| p.into_inner());
+        group.last_used = self
             .clock
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // Up to three tries: a store session another gateway advanced is caught up with, a
-        // rewritten history moves to a fresh store session.
+        // batch that does not fit moves to a fresh store session.
         let mut path = CompilePath::Incremental;
         let mut new_items = 0;
+        // Set when the conversation to use was just put first (caught up, or started apart).
+        let mut chosen: Option<usize> = None;
         for _ in 0..3 {
-            if slot.is_none() {
-                let pointer = self.with_store(|s| s.state(GATEWAY_SCOPE, key))?;
-                let context_id = pointer
-                    .and_then(|p| String::from_utf8(p).ok())
-                    .unwrap_or_else(|| format!("gw-{key}"));
-                *slot = Some(self.load(&context_id, conv)?);
-            }
-            let Some(live) = slot.as_mut() else { continue };
-            live.last_used = now;
-            let stored = live.session.items();
-            let matches = live.format == conv.format
-                && stored.len() <= raws.len()
-                && stored.iter().zip(&raws).all(|(item, raw)| item.raw == *raw)
-                && (stored.is_empty() || live.has_system == conv.system.is_some());
-            if !matches {
-                // History was rewritten (or another conversation shares the key): a fresh
-                // store session, named by the request's own items.
-                let context_id = fresh_context_id(key, conv);
-                self.with_store(|s| s.put_state(GATEWAY_SCOPE, key, context_id.as_bytes()))?;
-                *slot = Some(self.load(&context_id, conv)?);
-                path = CompilePath::Full;
-                continue;
-            }
+            let at = match chosen.take() {
+                Some(at) => at,
+                None => {
+                    self.find_or_start(key, &mut group, conv, &raws, &mut path)?;
+                    0
+                }
+            };
+            let live = &mut group.lives[at];
             if live.session.items().is_empty() {
                 path = CompilePath::Full;
                 live.has_system = conv.system.is_some();
@@ -236,33 +525,32 @@ impl Sessions {
                     Ok(()) => new_items = count,
                     Err(SessionError::Store(StoreError::Conflict { .. })) => {
                         // Another gateway appended first: catch up and decide again.
-                        *slot = None;
+                        let context_id = live.context_id.clone();
+                        group.lives.remove(at);
+                        if let Some(caught_up) = self.load_matching(&context_id, conv, &raws)? {
+                            group.put_first(caught_up);
+                            chosen = Some(0);
+                        }
                         continue;
                     }
                     Err(SessionError::Store(StoreError::Rejected { .. })) => {
                         // (Nothing was appended: the session is as it was.)
                         // The new items do not fit the stored ones (an id reused across the
                         // two): compile the request on its own, in a fresh store session.
-                        let context_id = fresh_context_id(key, conv);
-                        self.with_store(|s| {
-                            s.put_state(GATEWAY_SCOPE, key, context_id.as_bytes())
-                        })?;
-                        *slot = Some(self.load(&context_id, conv)?);
+                        let listed = self.listed(key)?;
+                        let name = format!("{}.r", fresh_context_id(key, conv));
+                        self.start_session(key, &mut group, conv, &raws, &name, listed)?;
+                        chosen = Some(0);
                         path = CompilePath::Full;
                         continue;
                     }
                     Err(e) => {
-                        *slot = None;
+                        group.lives.remove(at);
                         return Err(e);
                     }
                 }
             }
-            let live = slot.as_mut().ok_or_else(|| {
-                SessionError::Store(StoreError::Corrupt {
-                    context_id: key.to_owned(),
-                    message: "session vanished while compiling".into(),
-                })
-            })?;
+            let live = &mut group.lives[at];
             return self.render(live, conv, path, new_items, raws.len());
         }
         Err(SessionError::Store(StoreError::Backend {
@@ -273,28 +561,37 @@ impl Sessions {
         }))
     }
 
-    /// Opens a store session and compiles what it holds; the request's system prompt decides
-    /// whether item 0 is one.
-    fn load(&self, context_id: &str, conv: &Conversation<'_>) -> Result<Live, SessionError> {
+    /// Opens a store session and compiles what it holds, when what it holds is a prefix of
+    /// the request's items (`None` otherwise: nothing is compiled). The request's system
+    /// prompt decides whether item 0 is one.
+    fn load_matching(
+        &self,
+        context_id: &str,
+        conv: &Conversation<'_>,
+        raws: &[&str],
+    ) -> Result<Option<Live>, SessionError> {
         let (info, items) = self.with_store(|s| -> Result<_, StoreError> {
             let info = s.info(context_id)?;
             let items = s.items(context_id, 0)?;
             Ok((info, items))
         })?;
+        let format = info.and_then(|i| i.format).unwrap_or(conv.format);
         let has_system = items
             .first()
             .is_some_and(|i| i.id == "system" && conv.format == Format::Anthropic);
+        if prefix_len(&items, format, has_system, conv, raws).is_none() {
+            return Ok(None);
+        }
         let mut session = self.template.clone();
         session.extend(items)?;
         session.compile();
-        Ok(Live {
+        Ok(Some(Live {
             context_id: context_id.to_owned(),
-            format: info.and_then(|i| i.format).unwrap_or(conv.format),
+            format,
             session,
             has_system,
-            last_used: 0,
             rendered: None,
-        })
+        }))
     }
 
     /// Lowers the request's items from item `start` on (item 0 is the Anthropic system
@@ -447,22 +744,93 @@ impl Sessions {
         })
     }
 
-    /// The original bytes of item `id` of the conversation `key` (what a stub names).
+    /// The original bytes of item `id` of the conversation `key` (what a stub names): of
+    /// the conversation used last, else of the others the key holds, newest first.
     pub fn receipt(&self, key: &str, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let context_id = {
+        let mut context_ids: Vec<String> = {
             let entry = self.entry(key);
-            let slot = entry.lock().unwrap_or_else(|p| p.into_inner());
-            slot.as_ref().map(|l| l.context_id.clone())
+            let group = entry.lock().unwrap_or_else(|p| p.into_inner());
+            group.lives.iter().map(|l| l.context_id.clone()).collect()
         };
-        let context_id = match context_id {
-            Some(c) => c,
-            None => self
-                .with_store(|s| s.state(GATEWAY_SCOPE, key))?
-                .and_then(|p| String::from_utf8(p).ok())
-                .unwrap_or_else(|| format!("gw-{key}")),
-        };
-        self.with_store(|s| s.receipt(&context_id, id))
+        for listed in self.listed(key)? {
+            if !context_ids.contains(&listed) {
+                context_ids.push(listed);
+            }
+        }
+        if context_ids.is_empty() {
+            context_ids.push(format!("gw-{key}"));
+        }
+        for context_id in context_ids {
+            if let Some(bytes) = self.with_store(|s| s.receipt(&context_id, id))? {
+                return Ok(Some(bytes));
+            }
+        }
+        Ok(None)
     }
+
+    /// What a recall of `id` in the store session `context_id` (the one the request was
+    /// compiled into, under `key`) gets: the item's original bytes, or the ids nearest to
+    /// it that the conversation shortened. Never another session's item.
+    pub fn recall(&self, key: &str, context_id: &str, id: &str) -> Result<Recalled, StoreError> {
+        if let Some(bytes) = self.with_store(|s| s.receipt(context_id, id))? {
+            return Ok(Recalled::Found(bytes));
+        }
+        let in_memory: Option<Vec<String>> = {
+            let entry = self.entry(key);
+            let group = entry.lock().unwrap_or_else(|p| p.into_inner());
+            group
+                .lives
+                .iter()
+                .find(|l| l.context_id == context_id)
+                .map(|live| shortened_ids(&live.session))
+        };
+        let shortened = match in_memory {
+            Some(ids) => ids,
+            None => {
+                let items = self.with_store(|s| s.items(context_id, 0))?;
+                let mut session = self.template.clone();
+                match session.extend(items) {
+                    Ok(()) => {
+                        session.compile();
+                        shortened_ids(&session)
+                    }
+                    Err(_) => Vec::new(),
+                }
+            }
+        };
+        Ok(Recalled::Missing {
+            nearest: nearest_ids(id, &shortened),
+        })
+    }
+}
+
+/// The ids of the items a compiled session retired or rewrote: the ones its stubs name.
+fn shortened_ids(session: &Session) -> Vec<String> {
+    session
+        .items()
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| session.plan_of(i).action() != ctxgc_core::Action::Keep)
+        .map(|(_, item)| item.id.clone())
+        .collect()
+}
+
+/// The (at most three) ids nearest to a mis-copied one, by edit distance, ties by id.
+///
+/// ```
+/// use ctxgc_gateway::sessions::nearest_ids;
+/// let ids = ["m3".to_owned(), "m12".to_owned(), "m31".to_owned(), "call_9".to_owned()];
+/// assert_eq!(nearest_ids("m13", &ids), ["m12", "m3", "m31"]);
+/// assert!(nearest_ids("m1", &[]).is_empty());
+/// ```
+pub fn nearest_ids(id: &str, ids: &[String]) -> Vec<String> {
+    let mut ranked: Vec<(usize, &String)> = ids
+        .iter()
+        .map(|candidate| (strsim::levenshtein(id, candidate), candidate))
+        .collect();
+    ranked.sort();
+    ranked.dedup_by(|a, b| a.1 == b.1);
+    ranked.into_iter().take(3).map(|(_, c)| c.clone()).collect()
 }
 
 impl Drop for Sessions {

@@ -104,7 +104,9 @@ async fn a_receipt_id_of_another_session_is_refused() {
     let text = answer_text(&answer);
     assert_eq!(
         text,
-        format!("recalled: no item with id \"{id}\" in this conversation")
+        format!(
+            "recalled: no item with id \"{id}\" in this conversation (it has no shortened items)"
+        )
     );
     for request in &upstream.requests()[before..] {
         let body = String::from_utf8_lossy(&request.body);

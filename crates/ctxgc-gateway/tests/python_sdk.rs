@@ -150,8 +150,10 @@ async fn official_sdks_read_one_stream_through_a_recall() {
         {"role": "tool", "tool_call_id": "c1", "content": file},
         {"role": "assistant", "content": "I have read it."},
         {"role": "user", "content": "What does line 100 say?"}]});
+    // With the SDK's credentials: a conversation belongs to its tenant.
     let r = http
         .post(format!("{}/v1/chat/completions", gateway.base))
+        .bearer_auth("sk-test-openai-3f9c")
         .json(&chat)
         .send()
         .await
@@ -169,12 +171,29 @@ async fn official_sdks_read_one_stream_through_a_recall() {
     let r = http
         .post(format!("{}/v1/messages", gateway.base))
         .header("anthropic-version", "2023-06-01")
+        .header("x-api-key", "sk-ant-test-77ab")
         .json(&messages)
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
     let messages_id = stub_id(&upstream.last().json());
+    let responses = serde_json::json!({"model": "fake-model", "input": [
+        {"type": "message", "role": "user", "content": "Look at src/lib.rs."},
+        {"type": "function_call", "call_id": "c1", "name": "read_file",
+            "arguments": "{\"path\": \"src/lib.rs\"}"},
+        {"type": "function_call_output", "call_id": "c1", "output": file},
+        {"type": "message", "role": "assistant", "content": "I have read it."},
+        {"type": "message", "role": "user", "content": "What does line 100 say?"}]});
+    let r = http
+        .post(format!("{}/v1/responses", gateway.base))
+        .bearer_auth("sk-test-openai-3f9c")
+        .json(&responses)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let responses_id = stub_id(&upstream.last().json());
 
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/sdk_recall.py");
     let run = tokio::process::Command::new(&python)
@@ -183,6 +202,7 @@ async fn official_sdks_read_one_stream_through_a_recall() {
         .arg(&file_path)
         .arg(&chat_id)
         .arg(&messages_id)
+        .arg(&responses_id)
         .output()
         .await
         .expect("the SDK clients run");
@@ -202,6 +222,36 @@ async fn official_sdks_read_one_stream_through_a_recall() {
         ])
     );
     assert_eq!(out["messages_stop"], "end_turn");
+    // Responses: one stream, the recall call never shown, sequence numbers in order, and the
+    // final response listing every message the client was shown.
+    assert_eq!(out["responses_text"], expected);
+    let kinds: Vec<&str> = out["responses_kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(kinds.first(), Some(&"response.created"));
+    assert_eq!(kinds.last(), Some(&"response.completed"));
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "response.created").count(),
+        1
+    );
+    assert!(!kinds.contains(&"item:function_call"), "{kinds:?}");
+    let sequence: Vec<u64> = out["responses_sequence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    assert!(
+        sequence.windows(2).all(|w| w[1] == w[0] + 1),
+        "{sequence:?}"
+    );
+    assert_eq!(
+        out["responses_final"],
+        serde_json::json!(["Let me check.", format!("recalled: {file}")])
+    );
     // Each streamed call took two rounds upstream.
     let recalled = upstream
         .requests()
@@ -215,5 +265,105 @@ async fn official_sdks_read_one_stream_through_a_recall() {
         })
         .count();
     assert_eq!(recalled, 3);
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_sdks_tenants_never_meet() {
+    use ctxgc_core::store::Store;
+    let Some(python) = python() else {
+        return;
+    };
+    let upstream = FakeUpstream::start().await;
+    let (_db, store) = sqlite_store();
+    let mut options = options_for(&upstream.base);
+    options.recall = true;
+    let gateway = TestGateway::start(options, Some(store)).await;
+    let file: String = (0..400)
+        .map(|i| format!("line {i}: const ALICE_ONLY_{i}: u32 = {i};\n"))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let file_path = dir.path().join("lib.rs.txt");
+    std::fs::write(&file_path, &file).unwrap();
+    // Alice's long read, folded: the id its stub names.
+    let read = serde_json::json!({"model": "fake-model", "messages": [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "read_file", "arguments": "{\"path\": \"src/lib.rs\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": file},
+        {"role": "assistant", "content": "I have read it."},
+        {"role": "user", "content": "What does line 100 say?"}]});
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", gateway.base))
+        .bearer_auth("sk-alice-0001")
+        .json(&read)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let id = stub_id(&upstream.last().json());
+    let sessions_before = gateway.gateway.metrics().total();
+
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/sdk_tenants.py");
+    let run = tokio::process::Command::new(&python)
+        .arg(&script)
+        .arg(&gateway.base)
+        .arg(&id)
+        .arg(&file_path)
+        .output()
+        .await
+        .expect("the SDK clients run");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "SDK clients failed:\n{stderr}");
+    let out: Value = serde_json::from_slice(&run.stdout).expect("a JSON report");
+
+    // Every answer is its own conversation's.
+    for n in 0..4 {
+        let answers = &out["openai_answers"][n];
+        assert_eq!(answers[0], "echo: Hi");
+        for round in 1..4 {
+            assert_eq!(
+                answers[round],
+                format!("echo: Question {round} from tenant {n}?")
+            );
+        }
+    }
+    for n in 0..2 {
+        assert_eq!(
+            out["anthropic_answers"][n][2],
+            format!("echo: Question 2 from tenant {n}?")
+        );
+        assert_eq!(
+            out["pair_answers"][n][3],
+            format!("echo: Conversation {n}, question 3?")
+        );
+    }
+    assert_eq!(out["alice_recall"], format!("recalled: {file}"));
+    let refused = format!(
+        "recalled: no item with id \"{id}\" in this conversation (it has no shortened items)"
+    );
+    assert_eq!(out["bob_recall"], refused);
+    assert_eq!(out["anthropic_bob_recall"], refused);
+
+    // One store session per conversation: Alice's read and her recall (1), four OpenAI
+    // tenants, two Anthropic ones, the pair of one key, Bob's two (OpenAI and Anthropic).
+    let sessions = gateway.gateway.sessions().expect("a store");
+    let names: Vec<String> = sessions
+        .with_store(|s| s.sessions())
+        .unwrap()
+        .into_iter()
+        .map(|i| i.context_id)
+        .filter(|c| c.starts_with("gw-"))
+        .collect();
+    assert_eq!(names.len(), 1 + 4 + 2 + 2 + 2, "{names:?}");
+    // Only each conversation's first request (and the pair's parting) was compiled whole:
+    // 16 OpenAI tenant requests (4 whole), 6 Anthropic (2), 8 of the pair (2), 3 recalls
+    // (Alice's continues her conversation; Bob's two open theirs).
+    let total = gateway.gateway.metrics().total();
+    let requests = total.requests - sessions_before.requests;
+    let incremental = total.incremental - sessions_before.incremental;
+    assert_eq!(requests, 16 + 6 + 8 + 3);
+    assert_eq!(incremental, (16 - 4) + (6 - 2) + (8 - 2) + 1);
     gateway.stop().await;
 }

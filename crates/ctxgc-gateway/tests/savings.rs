@@ -78,8 +78,9 @@ async fn every_answered_request_leaves_one_savings_record_in_the_store() {
     let mut saved = 0;
     for ((record, (body, messages)), upstream_request) in records.iter().zip(&requests).zip(&sent) {
         assert_eq!(record.source, SavingsSource::Gateway);
+        // The session named by the client, scoped by its credentials' keyed hash.
         assert!(
-            record.context_id.starts_with("gw-support"),
+            record.context_id.starts_with("gw-support@"),
             "{}",
             record.context_id
         );

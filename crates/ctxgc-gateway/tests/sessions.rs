@@ -162,6 +162,12 @@ async fn a_long_session_is_compiled_incrementally_with_stable_prefixes() {
         .await
         .unwrap()
     };
+    // The conversation is scoped by the credentials it came with.
+    let mut headers = axum::http::HeaderMap::new();
+    headers.insert("authorization", "Bearer sk-session-test".parse().unwrap());
+    let tenant = sessions.tenant_of(&headers, None).unwrap();
+    assert!(tenant.is_some());
+    let key = ctxgc_gateway::sessions::scoped_key(&key, tenant.as_deref());
     let original = messages[3].get().to_owned();
     let got = tokio::task::spawn_blocking(move || sessions.receipt(&key, "m3"))
         .await

@@ -73,6 +73,11 @@ pub struct GatewayArgs {
     pub quiet: bool,
 }
 
+/// The variable that holds the secret credentials are hashed with (tenant scoping). Gateways
+/// that share a store should share it; unset, the first gateway on a store makes one and
+/// keeps it there.
+pub const TENANT_SECRET_VAR: &str = "CTXGC_TENANT_SECRET";
+
 /// Runs `ctxgc gateway` until interrupted.
 pub fn run(args: GatewayArgs) -> Result<(), Failure> {
     let list = args
@@ -117,6 +122,9 @@ pub fn run(args: GatewayArgs) -> Result<(), Failure> {
     options.max_body_bytes = args.max_body_bytes;
     options.timeout = Duration::from_secs(args.timeout);
     options.quiet = args.quiet;
+    options.tenant_secret = std::env::var(TENANT_SECRET_VAR)
+        .ok()
+        .filter(|t| !t.is_empty());
     // The store is opened before the runtime starts (its PostgreSQL client runs one of its
     // own) and used from blocking threads only.
     let store = if args.no_compile {

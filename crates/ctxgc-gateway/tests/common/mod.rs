@@ -330,6 +330,87 @@ fn stream_recall_events(api: Api, model: &str, id: &str) -> Vec<String> {
     let data = |v: Value| format!("data: {v}\n\n");
     let event = |name: &str, v: Value| format!("event: {name}\ndata: {v}\n\n");
     match api {
+        Api::Responses => {
+            let item = json!({"type": "function_call", "id": "fc_r1", "call_id": "call_r1",
+                "name": "ctxgc_recall", "arguments": "", "status": "in_progress"});
+            let mut done_item = item.clone();
+            done_item["arguments"] = json!(args);
+            done_item["status"] = json!("completed");
+            let text_item = json!({"type": "message", "id": "msg_r", "status": "completed",
+                "role": "assistant", "content": [{"type": "output_text", "text": "Let me check.", "annotations": []}]});
+            let base = |status: &str, output: Value| {
+                json!({"id": "resp_r", "object": "response", "created_at": 1700000000, "status": status,
+                    "model": model, "output": output, "parallel_tool_calls": true, "tool_choice": "auto",
+                    "tools": [], "usage": if status == "completed" { usage(api, 10) } else { Value::Null }})
+            };
+            let mut in_progress_text = text_item.clone();
+            in_progress_text["content"] = json!([]);
+            in_progress_text["status"] = json!("in_progress");
+            vec![
+                event(
+                    "response.created",
+                    json!({"type": "response.created", "sequence_number": 0,
+                    "response": base("in_progress", json!([]))}),
+                ),
+                event(
+                    "response.in_progress",
+                    json!({"type": "response.in_progress", "sequence_number": 1,
+                    "response": base("in_progress", json!([]))}),
+                ),
+                event(
+                    "response.output_item.added",
+                    json!({"type": "response.output_item.added",
+                    "sequence_number": 2, "output_index": 0, "item": in_progress_text}),
+                ),
+                event(
+                    "response.output_text.delta",
+                    json!({"type": "response.output_text.delta",
+                    "sequence_number": 3, "item_id": "msg_r", "output_index": 0, "content_index": 0,
+                    "delta": "Let me check.", "logprobs": []}),
+                ),
+                event(
+                    "response.output_text.done",
+                    json!({"type": "response.output_text.done",
+                    "sequence_number": 4, "item_id": "msg_r", "output_index": 0, "content_index": 0,
+                    "text": "Let me check.", "logprobs": []}),
+                ),
+                event(
+                    "response.output_item.done",
+                    json!({"type": "response.output_item.done",
+                    "sequence_number": 5, "output_index": 0, "item": text_item}),
+                ),
+                event(
+                    "response.output_item.added",
+                    json!({"type": "response.output_item.added",
+                    "sequence_number": 6, "output_index": 1, "item": item}),
+                ),
+                event(
+                    "response.function_call_arguments.delta",
+                    json!({"type": "response.function_call_arguments.delta",
+                    "sequence_number": 7, "item_id": "fc_r1", "output_index": 1, "delta": one}),
+                ),
+                event(
+                    "response.function_call_arguments.delta",
+                    json!({"type": "response.function_call_arguments.delta",
+                    "sequence_number": 8, "item_id": "fc_r1", "output_index": 1, "delta": two}),
+                ),
+                event(
+                    "response.function_call_arguments.done",
+                    json!({"type": "response.function_call_arguments.done",
+                    "sequence_number": 9, "item_id": "fc_r1", "output_index": 1, "arguments": args}),
+                ),
+                event(
+                    "response.output_item.done",
+                    json!({"type": "response.output_item.done",
+                    "sequence_number": 10, "output_index": 1, "item": done_item}),
+                ),
+                event(
+                    "response.completed",
+                    json!({"type": "response.completed", "sequence_number": 11,
+                    "response": base("completed", json!([text_item, done_item]))}),
+                ),
+            ]
+        }
         Api::Messages => {
             let mut start_usage = usage(api, 10);
             start_usage["output_tokens"] = json!(1);

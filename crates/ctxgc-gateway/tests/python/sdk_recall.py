@@ -2,10 +2,10 @@
 called `ctxgc_recall`: the gateway answered the call and continued upstream, and the client
 must see one ordinary stream.
 
-Usage: sdk_recall.py GATEWAY_BASE_URL FILE CHAT_ID MESSAGES_ID
+Usage: sdk_recall.py GATEWAY_BASE_URL FILE CHAT_ID MESSAGES_ID RESPONSES_ID
 
-FILE holds the long tool output of the conversation; CHAT_ID and MESSAGES_ID are the receipt
-ids the fake provider's model asks `ctxgc_recall` for. Prints one JSON object with what each
+FILE holds the long tool output of the conversation; CHAT_ID, MESSAGES_ID and RESPONSES_ID
+are the receipt ids the fake provider's model asks `ctxgc_recall` for. Prints one JSON object with what each
 call returned.
 """
 
@@ -15,7 +15,7 @@ import sys
 import anthropic
 import openai
 
-base, path, chat_id, messages_id = sys.argv[1:5]
+base, path, chat_id, messages_id, responses_id = sys.argv[1:6]
 with open(path, encoding="utf-8") as f:
     file_text = f.read()
 
@@ -88,5 +88,30 @@ with an.messages.stream(
     final = s.get_final_message()
 out["messages_final"] = [[b.type, getattr(b, "text", None)] for b in final.content]
 out["messages_stop"] = final.stop_reason
+
+# Responses, streamed: the raw events as the SDK parses them.
+responses_input = [
+    {"type": "message", "role": "user", "content": "Look at src/lib.rs."},
+    {"type": "function_call", "call_id": "c1", "name": "read_file", "arguments": '{"path": "src/lib.rs"}'},
+    {"type": "function_call_output", "call_id": "c1", "output": file_text},
+    {"type": "message", "role": "assistant", "content": "I have read it."},
+    {"type": "message", "role": "user", "content": "What does line 100 say?"},
+]
+text, kinds, sequence, final_texts = "", [], [], None
+for event in oa.responses.create(model="recall:" + responses_id, input=responses_input, stream=True):
+    kinds.append(event.type)
+    sequence.append(event.sequence_number)
+    if event.type == "response.output_text.delta":
+        text += event.delta
+    if event.type == "response.output_item.added":
+        kinds.append("item:" + event.item.type)
+    if event.type == "response.completed":
+        final_texts = [
+            part.text for item in event.response.output if item.type == "message" for part in item.content
+        ]
+out["responses_text"] = text
+out["responses_kinds"] = kinds
+out["responses_sequence"] = sequence
+out["responses_final"] = final_texts
 
 print(json.dumps(out))
