@@ -21,7 +21,8 @@
 # p50_ms_vs_litellm / p99_ms_vs_litellm (ratios of the same case in the same run).
 #
 # Environment: LITELLM_VERSION (default 1.108.5), SOAK_S, REQUESTS (per phase, default
-# 300), GATEWAYS (default "ctxgc ctxgc-no-compile litellm"), KEEP=1 to keep the work folder.
+# 300), GATEWAYS (default "ctxgc ctxgc-no-compile litellm"), TOKENS (default
+# "10000 100000"), KEEP=1 to keep the work folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,7 +31,7 @@ for arg in "$@"; do
     case $arg in
     --json) json=1 ;;
     -h | --help)
-        sed -n '2,24p' "$0"
+        sed -n '2,25p' "$0"
         exit 0
         ;;
     *)
@@ -42,6 +43,7 @@ done
 
 litellm_version=${LITELLM_VERSION:-1.108.5}
 gateways=${GATEWAYS:-"ctxgc ctxgc-no-compile litellm"}
+token_sizes=${TOKENS:-"10000 100000"}
 if [[ ${QUICK:-0} == 1 ]]; then
     requests=${REQUESTS:-60}
     soak_s=${SOAK_S:-60}
@@ -147,7 +149,10 @@ model_list:
 litellm_settings:
   telemetry: false
 EOF
-        (cd "$work" && LITELLM_LOG=ERROR NO_DOCS=True exec "$venv/bin/litellm" \
+        # No master key: requests are not authenticated (loopback only), which spares LiteLLM
+        # its key lookup; it refuses to start so unless told this is meant.
+        (cd "$work" && LITELLM_LOG=ERROR NO_DOCS=True \
+            LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY=true exec "$venv/bin/litellm" \
             --config "$work/litellm.yaml" --host 127.0.0.1 --port "$port" --num_workers 2 \
             >"$log" 2>&1) &
         ;;
@@ -171,7 +176,7 @@ for gateway in $gateways; do
             --gateway "$gateway" --json >/dev/null || true
     done
     "$driver" rss --pid "$gateway_pid" --gateway "$gateway" --json >>"$results"
-    for tokens in 10000 100000; do
+    for tokens in $token_sizes; do
         for api in openai anthropic; do
             for stream in "" --stream; do
                 for concurrency in 1 64; do

@@ -61,6 +61,11 @@ pub async fn run(args: ProviderArgs) -> anyhow::Result<()> {
             .await
             .context("binding the fake provider")?;
     println!("http://{}", listener.local_addr()?);
+    // Each event is a small write: with Nagle's algorithm on, every one after the first would
+    // wait for the peer's delayed ACK, and the harness would measure that instead.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, app).await?;
     Ok(())
 }

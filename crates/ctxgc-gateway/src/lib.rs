@@ -189,6 +189,11 @@ pub async fn serve_gateway(
 ) -> Result<(), GatewayError> {
     let local = listener.local_addr()?;
     let app = server::router(gateway, local);
+    // Streamed answers are many small writes: with Nagle's algorithm on, each one after the
+    // first waits for the client's delayed ACK (40 ms on Linux).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await?;
