@@ -142,6 +142,19 @@ pub struct Snapshot {
     pub session: Session,
 }
 
+/// One batch of a group commit ([`Store::append_all`]): what [`Store::append`] takes.
+#[derive(Debug, Clone, Copy)]
+pub struct AppendBatch<'a> {
+    /// The session.
+    pub context_id: &'a str,
+    /// The session's format (set on its first append).
+    pub format: Format,
+    /// The sequence number the batch is written at (the session's length).
+    pub expected_seq: u64,
+    /// The items.
+    pub items: &'a [Item],
+}
+
 /// Persistence of sessions, their items, receipts, compiler snapshots and named state.
 ///
 /// Sequence numbers are positions: the first item of a session has sequence number 0, and
@@ -165,6 +178,39 @@ pub trait Store {
         expected_seq: u64,
         items: &[Item],
     ) -> Result<u64, StoreError>;
+
+    /// Appends several batches, each as [`Store::append`] would, committed together: one
+    /// durable commit for all of them (group commit), so writers that arrive at once share
+    /// its cost. Each batch succeeds or fails on its own (a [`StoreError::Conflict`] in one
+    /// leaves the others stored); the results are in the order of `batches`, each given
+    /// only once its batch is durable. The default appends them one by one.
+    ///
+    /// ```
+    /// use ctxgc_core::frontend::events::lower_events;
+    /// use ctxgc_core::store::{AppendBatch, MemoryStore, Store};
+    /// use ctxgc_core::Format;
+    ///
+    /// let items = lower_events(
+    ///     r#"[{"id": "e1", "type": "set_var", "timestamp": 1, "key": "x", "value": 10}]"#,
+    ///     &Default::default(),
+    /// )
+    /// .unwrap();
+    /// let mut store = MemoryStore::new();
+    /// let results = store.append_all(&[
+    ///     AppendBatch { context_id: "a", format: Format::Events, expected_seq: 0, items: &items },
+    ///     // b is empty: nothing can be written at sequence 5, and a is stored all the same
+    ///     AppendBatch { context_id: "b", format: Format::Events, expected_seq: 5, items: &items },
+    /// ]);
+    /// assert_eq!(results[0].as_ref().ok(), Some(&1));
+    /// assert!(results[1].is_err());
+    /// assert_eq!(store.items("a", 0).unwrap().len(), 1);
+    /// ```
+    fn append_all(&mut self, batches: &[AppendBatch<'_>]) -> Vec<Result<u64, StoreError>> {
+        batches
+            .iter()
+            .map(|b| self.append(b.context_id, b.format, b.expected_seq, b.items))
+            .collect()
+    }
 
     /// What the store knows about one session (`None`: no such session).
     fn info(&mut self, context_id: &str) -> Result<Option<SessionInfo>, StoreError>;
@@ -265,6 +311,9 @@ macro_rules! forward_store {
                 items: &[Item],
             ) -> Result<u64, StoreError> {
                 (**self).append(context_id, format, expected_seq, items)
+            }
+            fn append_all(&mut self, batches: &[AppendBatch<'_>]) -> Vec<Result<u64, StoreError>> {
+                (**self).append_all(batches)
             }
             fn info(&mut self, context_id: &str) -> Result<Option<SessionInfo>, StoreError> {
                 (**self).info(context_id)

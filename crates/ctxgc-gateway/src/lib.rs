@@ -71,6 +71,9 @@ pub struct GatewayOptions {
     /// (`CTXGC_TENANT_SECRET`). Gateways sharing a store should share it; without one, a
     /// random secret is made once and kept in the store.
     pub tenant_secret: Option<String>,
+    /// About how many bytes of conversations stay compiled in memory; past it the least
+    /// recently used are dropped and reloaded from the store when they come back.
+    pub memory_budget: usize,
 }
 
 impl GatewayOptions {
@@ -90,6 +93,7 @@ impl GatewayOptions {
             timeout: server::DEFAULT_TIMEOUT,
             quiet: false,
             tenant_secret: None,
+            memory_budget: sessions::DEFAULT_MEMORY_BUDGET,
         }
     }
 
@@ -147,7 +151,8 @@ pub fn build(
         ));
     }
     let sessions = store.map(|s| {
-        let sessions = sessions::Sessions::new(s, options.chat_options());
+        let sessions = sessions::Sessions::new(s, options.chat_options())
+            .with_memory_budget(options.memory_budget);
         if let Some(secret) = &options.tenant_secret {
             sessions.set_tenant_secret(secret);
         }

@@ -262,7 +262,27 @@ async fn check_token(
 }
 
 async fn metrics(State(gateway): State<Arc<Gateway>>) -> Response {
-    let mut response = gateway.metrics.render().into_response();
+    let mut text = gateway.metrics.render();
+    if let Some(sessions) = &gateway.sessions {
+        let counts = sessions.commit_counts();
+        for (name, help, value) in [
+            (
+                "ctxgc_gateway_store_commits_total",
+                "Store commits of appended items (one per group of requests that arrived together).",
+                counts.commits,
+            ),
+            (
+                "ctxgc_gateway_store_appends_total",
+                "Appends of requests' new items, carried by those commits.",
+                counts.appends,
+            ),
+        ] {
+            text.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}\n"
+            ));
+        }
+    }
+    let mut response = text.into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; version=0.0.4"),

@@ -8,7 +8,9 @@
 //! again byte for byte until a compaction step pays for itself.
 //!
 //! Every new item is appended to the store before the request goes upstream, so a crash
-//! loses nothing, and its original bytes are the receipt a stub names. Each gateway session
+//! loses nothing, and its original bytes are the receipt a stub names. Requests that arrive
+//! together share one commit ([`Sessions::commit_counts`]): the first to reach the store
+//! commits what the others queued meanwhile, and each goes on once its items are durable. Each gateway session
 //! is a store session (`gw-<key>`, or `gw-<key>.<hash>` for a later conversation under the
 //! same key: a rewritten history, or another conversation that opens the same way). The
 //! store sessions of a key are listed under [`GATEWAY_SCOPE`], so several gateways on one
@@ -29,7 +31,7 @@ use ctxgc_core::chat::compile::render_session;
 use ctxgc_core::chat::lowering::{ChatDoc, Envelope, lower_document};
 use ctxgc_core::chat::state::Ledger;
 use ctxgc_core::chat::{ChatConfig, ChatOptions, register};
-use ctxgc_core::store::{Store, StoreError};
+use ctxgc_core::store::{AppendBatch, Store, StoreError};
 use ctxgc_core::{Format, Item, Options, Session};
 use ctxgc_store::AnyStore;
 
@@ -42,6 +44,10 @@ pub const GATEWAY_SCOPE: &str = "ctxgc-gateway";
 /// How many conversations stay compiled in memory (the least recently used is dropped; it is
 /// reloaded from the store when it comes back).
 pub const DEFAULT_MAX_LIVE: usize = 4096;
+
+/// How many bytes of conversations stay compiled in memory, by default (see
+/// [`Sessions::with_memory_budget`]).
+pub const DEFAULT_MEMORY_BUDGET: usize = 256 << 20;
 
 /// How a request's conversation was compiled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -93,6 +99,19 @@ struct Live {
 }
 
 impl Live {
+    /// About what it holds in memory: its items' original bytes (as stored, and again in
+    /// the forms the compiler keeps of them) and the rendered text. An estimate for the
+    /// memory budget, not an exact count.
+    fn bytes(&self) -> usize {
+        let items: usize = self
+            .session
+            .items()
+            .iter()
+            .map(|i| i.raw.len() + i.id.len() + ITEM_OVERHEAD)
+            .sum();
+        2 * items + self.rendered.as_ref().map_or(0, Rendered::text_bytes)
+    }
+
     /// How many of the request's items this conversation holds, when what it holds is a
     /// prefix of them (compared byte for byte); `None` when the request is not its.
     fn prefix_of(&self, conv: &Conversation<'_>, raws: &[&str]) -> Option<usize> {
@@ -122,12 +141,19 @@ fn prefix_len(
     matches.then_some(items.len())
 }
 
+/// What an item costs in memory besides its bytes (its place in the session, its plan, its
+/// decision), for the memory budget.
+const ITEM_OVERHEAD: usize = 256;
+
 /// The conversations of one key, in memory.
 #[derive(Default)]
 struct Group {
     /// Compiled conversations, most recently used first (at most [`MAX_LIVE_PER_KEY`]).
     lives: Vec<Live>,
     last_used: u64,
+    /// What its conversations held when a request last finished with it ([`Live::bytes`]),
+    /// as counted in [`Sessions::live_bytes`].
+    bytes: usize,
 }
 
 impl Group {
@@ -224,8 +250,37 @@ pub struct Sessions {
     config: ChatConfig,
     template: Session,
     max_live: usize,
+    /// Most bytes of conversations kept compiled ([`Live::bytes`], summed over the groups).
+    memory_budget: usize,
+    /// Bytes the groups in memory hold, as each last counted.
+    live_bytes: std::sync::atomic::AtomicUsize,
     /// The key credentials are hashed with: set by the operator, or made once per store.
     tenant_secret: OnceLock<[u8; 32]>,
+    /// Appends waiting for the next group commit.
+    pending: Mutex<Vec<Arc<PendingAppend>>>,
+    /// Store commits made for appends, and the appends they carried.
+    commits: std::sync::atomic::AtomicU64,
+    appends: std::sync::atomic::AtomicU64,
+}
+
+/// One request's new items, waiting to be committed with those of the requests that arrive
+/// while the store is busy.
+struct PendingAppend {
+    context_id: String,
+    format: Format,
+    start: u64,
+    items: Vec<Item>,
+    /// Set by whichever request commits the group.
+    result: Mutex<Option<Result<u64, StoreError>>>,
+}
+
+/// How many appends the store committed, in how many commits ([`Sessions::commit_counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommitCounts {
+    /// Store commits (each one durable write of a group of appends).
+    pub commits: u64,
+    /// Appends they carried.
+    pub appends: u64,
 }
 
 /// The store session a later conversation under `key` moves to: named by the request's own
@@ -265,8 +320,28 @@ impl Sessions {
             config,
             template,
             max_live: DEFAULT_MAX_LIVE,
+            memory_budget: DEFAULT_MEMORY_BUDGET,
+            live_bytes: std::sync::atomic::AtomicUsize::new(0),
             tenant_secret: OnceLock::new(),
+            pending: Mutex::new(Vec::new()),
+            commits: std::sync::atomic::AtomicU64::new(0),
+            appends: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Keeps at most about `bytes` of conversations compiled in memory (default
+    /// [`DEFAULT_MEMORY_BUDGET`]): past it, the least recently used conversations not in
+    /// use are dropped, and reloaded from the store when they come back. One conversation
+    /// bigger than the budget is still compiled; it is dropped once another is used.
+    pub fn with_memory_budget(mut self, bytes: usize) -> Sessions {
+        self.memory_budget = bytes;
+        self
+    }
+
+    /// About how many bytes of conversations are compiled in memory now (what the memory
+    /// budget counts).
+    pub fn live_bytes(&self) -> usize {
+        self.live_bytes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Hashes credentials with a key derived from `secret` (`CTXGC_TENANT_SECRET`): gateways
@@ -381,12 +456,50 @@ impl Sessions {
                 .filter_map(|(k, e)| Some((e.try_lock().ok()?.last_used, k.clone())))
                 .min();
             if let Some((_, k)) = oldest {
-                live.remove(&k);
+                self.forget(&mut live, &k);
             }
         }
         let e = Arc::new(Mutex::new(Group::default()));
         live.insert(key.to_owned(), e.clone());
         e
+    }
+
+    /// Drops a key's conversations from memory (they stay in the store).
+    fn forget(&self, live: &mut HashMap<String, Arc<Mutex<Group>>>, key: &str) {
+        if let Some(group) = live.remove(key) {
+            let bytes = group.lock().unwrap_or_else(|p| p.into_inner()).bytes;
+            self.live_bytes
+                .fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Counts what `group` (of `key`) holds now, then, while the conversations in memory
+    /// hold more than the budget, drops the least recently used keys no request holds.
+    fn account(&self, key: &str, group: &mut Group) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let bytes: usize = group.lives.iter().map(Live::bytes).sum();
+        let before = std::mem::replace(&mut group.bytes, bytes);
+        if bytes >= before {
+            self.live_bytes.fetch_add(bytes - before, Relaxed);
+        } else {
+            self.live_bytes.fetch_sub(before - bytes, Relaxed);
+        }
+        if self.live_bytes.load(Relaxed) <= self.memory_budget {
+            return;
+        }
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        let mut candidates: Vec<(u64, String)> = live
+            .iter()
+            .filter(|(k, e)| k.as_str() != key && Arc::strong_count(e) == 1)
+            .filter_map(|(k, e)| Some((e.try_lock().ok()?.last_used, k.clone())))
+            .collect();
+        candidates.sort_unstable();
+        for (_, k) in candidates {
+            if self.live_bytes.load(Relaxed) <= self.memory_budget {
+                break;
+            }
+            self.forget(&mut live, &k);
+        }
     }
 
     /// The store sessions listed under `key`, newest first.
@@ -498,6 +611,19 @@ impl Sessions {
         group.last_used = self
             .clock
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let compiled = self.compile_in(key, &mut group, conv, &raws);
+        self.account(key, &mut group);
+        compiled
+    }
+
+    /// [`Sessions::compile`] with the key's conversations locked.
+    fn compile_in(
+        &self,
+        key: &str,
+        group: &mut Group,
+        conv: &Conversation<'_>,
+        raws: &[&str],
+    ) -> Result<Compiled, SessionError> {
         // Up to three tries: a store session another gateway advanced is caught up with, a
         // batch that does not fit moves to a fresh store session.
         let mut path = CompilePath::Incremental;
@@ -508,7 +634,7 @@ impl Sessions {
             let at = match chosen.take() {
                 Some(at) => at,
                 None => {
-                    self.find_or_start(key, &mut group, conv, &raws, &mut path)?;
+                    self.find_or_start(key, group, conv, raws, &mut path)?;
                     0
                 }
             };
@@ -527,7 +653,7 @@ impl Sessions {
                         // Another gateway appended first: catch up and decide again.
                         let context_id = live.context_id.clone();
                         group.lives.remove(at);
-                        if let Some(caught_up) = self.load_matching(&context_id, conv, &raws)? {
+                        if let Some(caught_up) = self.load_matching(&context_id, conv, raws)? {
                             group.put_first(caught_up);
                             chosen = Some(0);
                         }
@@ -539,7 +665,7 @@ impl Sessions {
                         // two): compile the request on its own, in a fresh store session.
                         let listed = self.listed(key)?;
                         let name = format!("{}.r", fresh_context_id(key, conv));
-                        self.start_session(key, &mut group, conv, &raws, &name, listed)?;
+                        self.start_session(key, group, conv, raws, &name, listed)?;
                         chosen = Some(0);
                         path = CompilePath::Full;
                         continue;
@@ -659,10 +785,78 @@ impl Sessions {
                 source,
             }));
         }
-        let batch = &live.session.items()[start..];
-        self.with_store(|s| s.append(&live.context_id, live.format, start as u64, batch))?;
+        let batch = live.session.items()[start..].to_vec();
+        self.commit(PendingAppend {
+            context_id: live.context_id.clone(),
+            format: live.format,
+            start: start as u64,
+            items: batch,
+            result: Mutex::new(None),
+        })?;
         live.session.compile();
         Ok(())
+    }
+
+    /// Commits one append together with those of every request that queued while the store
+    /// was busy (group commit): the request that gets the store commits the whole queue in
+    /// one transaction, and each request returns once its own items are durable. One
+    /// request alone costs one commit, as before; n at once cost about one, not n.
+    fn commit(&self, append: PendingAppend) -> Result<u64, StoreError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mine = Arc::new(append);
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(mine.clone());
+        let mut guard = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        // Committed by the request that held the store before this one.
+        if let Some(result) = take_result(&mine) {
+            return result;
+        }
+        let group = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+        let Some(store) = guard.as_mut() else {
+            return Err(StoreError::Backend {
+                backend: "gateway",
+                message: "the store is closed".into(),
+            });
+        };
+        let batches: Vec<AppendBatch<'_>> = group
+            .iter()
+            .map(|p| AppendBatch {
+                context_id: &p.context_id,
+                format: p.format,
+                expected_seq: p.start,
+                items: &p.items,
+            })
+            .collect();
+        let results = store.append_all(&batches);
+        self.commits.fetch_add(1, Relaxed);
+        self.appends.fetch_add(group.len() as u64, Relaxed);
+        for (pending, result) in group.iter().zip(results) {
+            *pending.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
+        }
+        drop(guard);
+        take_result(&mine).unwrap_or_else(|| {
+            Err(StoreError::Backend {
+                backend: "gateway",
+                message: "the append was not committed (the store gave no result for it)".into(),
+            })
+        })
+    }
+
+    /// How many requests' appends are waiting for the store right now.
+    pub fn queued_appends(&self) -> usize {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// How many appends the store committed, in how many commits: with requests arriving
+    /// together, fewer commits than appends.
+    pub fn commit_counts(&self) -> CommitCounts {
+        use std::sync::atomic::Ordering::Relaxed;
+        CommitCounts {
+            commits: self.commits.load(Relaxed),
+            appends: self.appends.load(Relaxed),
+        }
     }
 
     /// The register's text for the session as it stands: in cache-stable mode the register
@@ -802,6 +996,15 @@ impl Sessions {
             nearest: nearest_ids(id, &shortened),
         })
     }
+}
+
+/// The result a group commit left for an append, if it was committed yet.
+fn take_result(append: &PendingAppend) -> Option<Result<u64, StoreError>> {
+    append
+        .result
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
 }
 
 /// The ids of the items a compiled session retired or rewrote: the ones its stubs name.

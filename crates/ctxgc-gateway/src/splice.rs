@@ -69,6 +69,13 @@ impl Rendered {
         Ok(rendered)
     }
 
+    /// Bytes of text it keeps (the rendered list, the system prompt and register).
+    pub fn text_bytes(&self) -> usize {
+        self.list.len()
+            + self.system.as_ref().map_or(0, String::len)
+            + self.register.as_ref().map_or(0, String::len)
+    }
+
     /// Whether what is kept still holds for `session`: no compaction step since, nothing
     /// taken away, the same system prompt.
     pub fn holds_for(&self, format: Format, session: &Session, system_item: Option<usize>) -> bool {

@@ -47,7 +47,7 @@ use std::path::{Path, PathBuf};
 
 use ctxgc_core::store::chat::{ChatEnvelope, ChatMessage, ChatTranscript};
 use ctxgc_core::store::savings::SavingsRecord;
-pub use ctxgc_core::store::{SessionInfo, Snapshot, Store, StoreError, StoredSession};
+pub use ctxgc_core::store::{AppendBatch, SessionInfo, Snapshot, Store, StoreError, StoredSession};
 use ctxgc_core::{Format, Item};
 
 mod codec;
@@ -238,6 +238,9 @@ impl Store for AnyStore {
         items: &[Item],
     ) -> Result<u64, StoreError> {
         dispatch!(self, s => s.append(context_id, format, expected_seq, items))
+    }
+    fn append_all(&mut self, batches: &[AppendBatch<'_>]) -> Vec<Result<u64, StoreError>> {
+        dispatch!(self, s => s.append_all(batches))
     }
     fn info(&mut self, context_id: &str) -> Result<Option<SessionInfo>, StoreError> {
         dispatch!(self, s => s.info(context_id))

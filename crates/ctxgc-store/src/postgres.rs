@@ -12,7 +12,7 @@ use ctxgc_core::store::chat::{
     ChatEnvelope, ChatMessage, ChatTranscript, check_chat_append, holds_chat, is_chat_format,
 };
 use ctxgc_core::store::savings::SavingsRecord;
-use ctxgc_core::store::{SessionInfo, Snapshot, Store, StoreError};
+use ctxgc_core::store::{AppendBatch, SessionInfo, Snapshot, Store, StoreError};
 use ctxgc_core::{Format, Item};
 use postgres::{Client, NoTls, Statement};
 
@@ -423,44 +423,106 @@ fn migrate_with(client: &mut Client, migrations: &[(i32, &str)]) -> Result<(), S
     tx.commit().map_err(backend_error("commit migration"))
 }
 
-impl Store for PostgresStore {
-    fn backend(&self) -> &'static str {
-        BACKEND
-    }
+/// A batch's items as stored: their encodings and their receipts.
+struct EncodedBatch<'a> {
+    bodies: Vec<Vec<u8>>,
+    receipts: ReceiptRows<'a>,
+}
 
-    fn append(
-        &mut self,
-        context_id: &str,
-        format: Format,
-        expected_seq: u64,
-        items: &[Item],
-    ) -> Result<u64, StoreError> {
-        let expected = to_i64(expected_seq, "sequence number")?;
-        let count = to_i64(items.len() as u64, "batch size")?;
-        let bodies: Vec<Vec<u8>> = items
+impl<'a> EncodedBatch<'a> {
+    fn of(batch: &AppendBatch<'a>) -> Result<Self, StoreError> {
+        let bodies = batch
+            .items
             .iter()
             .map(|item| {
                 codec::encode_item(item).map_err(|message| StoreError::Corrupt {
-                    context_id: context_id.to_owned(),
+                    context_id: batch.context_id.to_owned(),
                     message,
                 })
             })
             .collect::<Result<_, _>>()?;
-        let receipts: ReceiptRows<'_> = items
+        let receipts = batch
+            .items
             .iter()
             .map(|item| {
                 let raw = item.raw.as_bytes();
                 (item.id.as_str(), blob_hash(raw), raw)
             })
             .collect();
+        Ok(EncodedBatch { bodies, receipts })
+    }
+}
+
+impl PostgresStore {
+    /// Writes the encoded batches in one transaction, each in a savepoint of its own, and
+    /// fills in each one's result; `Err` when the transaction as a whole failed (then no
+    /// batch is known to be stored).
+    fn group_commit(
+        &mut self,
+        batches: &[AppendBatch<'_>],
+        encoded: &[Option<EncodedBatch<'_>>],
+        results: &mut [Option<Result<u64, StoreError>>],
+    ) -> Result<(), StoreError> {
         self.ensure_connected()?;
         let PostgresStore {
             client, statements, ..
         } = self;
         let mut tx = client
             .transaction()
-            .map_err(backend_error("begin append"))?;
-        let (session_id, stored_format, next) = Self::session_row(&mut tx, statements, context_id)?;
+            .map_err(backend_error("begin appends"))?;
+        // Locks are taken in one order by every writer, so two gateways committing groups
+        // that share sessions or payloads wait for each other instead of deadlocking: every
+        // payload of the group first (in hash order), then the sessions in name order.
+        let mut blobs: Vec<(&[u8; 32], &[u8])> = encoded
+            .iter()
+            .flatten()
+            .flat_map(|e| e.receipts.iter().map(|(_, h, b)| (h, *b)))
+            .collect();
+        blobs.sort_unstable_by_key(|(h, _)| *h);
+        blobs.dedup_by_key(|(h, _)| *h);
+        for chunk in blobs.chunks(ROWS_PER_STATEMENT) {
+            let hashes: Vec<&[u8]> = chunk.iter().map(|(h, _)| &h[..]).collect();
+            let bytes: Vec<&[u8]> = chunk.iter().map(|(_, b)| *b).collect();
+            tx.execute(&statements.put_blobs, &[&hashes, &bytes])
+                .map_err(backend_error("store receipt bytes"))?;
+        }
+        let mut order: Vec<usize> = (0..batches.len()).collect();
+        order.sort_by_key(|&i| batches[i].context_id);
+        for i in order {
+            let Some(batch_encoded) = &encoded[i] else {
+                continue;
+            };
+            let mut savepoint = tx.transaction().map_err(backend_error("begin batch"))?;
+            let result = Self::write_batch(&mut savepoint, statements, &batches[i], batch_encoded)
+                .and_then(|next| {
+                    savepoint.commit().map_err(backend_error("end batch"))?;
+                    Ok(next)
+                });
+            // (A savepoint dropped without commit is rolled back.)
+            results[i] = Some(result);
+        }
+        tx.commit().map_err(backend_error("commit appends"))
+    }
+
+    /// Writes one batch inside an open transaction: locks the session's row, checks the
+    /// expected sequence number and the format, indexes the receipts, stores the items and
+    /// advances the session. Returns the next sequence number; the caller commits.
+    fn write_batch(
+        tx: &mut postgres::Transaction<'_>,
+        statements: &Statements,
+        batch: &AppendBatch<'_>,
+        encoded: &EncodedBatch<'_>,
+    ) -> Result<u64, StoreError> {
+        let AppendBatch {
+            context_id,
+            format,
+            expected_seq,
+            items,
+        } = *batch;
+        let EncodedBatch { bodies, receipts } = encoded;
+        let expected = to_i64(expected_seq, "sequence number")?;
+        let count = to_i64(items.len() as u64, "batch size")?;
+        let (session_id, stored_format, next) = Self::session_row(tx, statements, context_id)?;
         if next != expected {
             return Err(StoreError::Conflict {
                 context_id: context_id.to_owned(),
@@ -477,8 +539,7 @@ impl Store for PostgresStore {
                 });
             }
             Some(stored)
-                if is_chat_format(stored)
-                    && Self::is_chat_session(&mut tx, statements, session_id)? =>
+                if is_chat_format(stored) && Self::is_chat_session(tx, statements, session_id)? =>
             {
                 return Err(holds_chat(context_id));
             }
@@ -488,7 +549,7 @@ impl Store for PostgresStore {
                     .map_err(backend_error("set session format"))?;
             }
         }
-        Self::index_receipts(&mut tx, statements, session_id, context_id, &receipts)?;
+        Self::index_receipts(tx, statements, session_id, context_id, receipts)?;
         for (chunk_index, chunk) in receipts.chunks(ROWS_PER_STATEMENT).enumerate() {
             let first = chunk_index * ROWS_PER_STATEMENT;
             let seqs: Vec<i64> = (0..chunk.len())
@@ -509,8 +570,74 @@ impl Store for PostgresStore {
         let new_next = expected + count;
         tx.execute(&statements.advance, &[&session_id, &new_next])
             .map_err(backend_error("advance session"))?;
-        tx.commit().map_err(backend_error("commit append"))?;
         to_u64(new_next, context_id, "sequence number")
+    }
+}
+
+impl Store for PostgresStore {
+    fn backend(&self) -> &'static str {
+        BACKEND
+    }
+
+    fn append(
+        &mut self,
+        context_id: &str,
+        format: Format,
+        expected_seq: u64,
+        items: &[Item],
+    ) -> Result<u64, StoreError> {
+        let batch = AppendBatch {
+            context_id,
+            format,
+            expected_seq,
+            items,
+        };
+        let encoded = EncodedBatch::of(&batch)?;
+        self.ensure_connected()?;
+        let PostgresStore {
+            client, statements, ..
+        } = self;
+        let mut tx = client
+            .transaction()
+            .map_err(backend_error("begin append"))?;
+        let next = Self::write_batch(&mut tx, statements, &batch, &encoded)?;
+        tx.commit().map_err(backend_error("commit append"))?;
+        Ok(next)
+    }
+
+    fn append_all(&mut self, batches: &[AppendBatch<'_>]) -> Vec<Result<u64, StoreError>> {
+        let mut results: Vec<Option<Result<u64, StoreError>>> = Vec::new();
+        results.resize_with(batches.len(), || None);
+        let mut encoded: Vec<Option<EncodedBatch<'_>>> = Vec::with_capacity(batches.len());
+        for (batch, result) in batches.iter().zip(&mut results) {
+            match EncodedBatch::of(batch) {
+                Ok(e) => encoded.push(Some(e)),
+                Err(e) => {
+                    *result = Some(Err(e));
+                    encoded.push(None);
+                }
+            }
+        }
+        let failure = match self.group_commit(batches, &encoded, &mut results) {
+            Ok(()) => None,
+            Err(StoreError::Backend { message, .. }) => Some(message),
+            Err(other) => Some(other.to_string()),
+        };
+        results
+            .into_iter()
+            .map(|result| match (result, &failure) {
+                (Some(Err(e)), _) => Err(e),
+                (Some(Ok(next)), None) => Ok(next),
+                (_, Some(message)) => Err(StoreError::Backend {
+                    backend: BACKEND,
+                    message: message.clone(),
+                }),
+                (None, None) => Err(StoreError::Backend {
+                    backend: BACKEND,
+                    message: "the batch was not written".into(),
+                }),
+            })
+            .collect()
     }
 
     fn info(&mut self, context_id: &str) -> Result<Option<SessionInfo>, StoreError> {

@@ -2,7 +2,8 @@
 //!
 //! Every append is one `BEGIN IMMEDIATE` transaction (writers queue on SQLite's write lock)
 //! committed with `synchronous = FULL`, so an acknowledged append survives the process being
-//! killed and the machine losing power. Several processes may share the file: readers never
+//! killed and the machine losing power. [`Store::append_all`] commits several appends in one
+//! such transaction (each in a savepoint of its own): one fsync for all of them. Several processes may share the file: readers never
 //! block writers, writers wait for each other (up to [`BUSY_TIMEOUT`]).
 
 use std::path::{Path, PathBuf};
@@ -12,7 +13,7 @@ use ctxgc_core::store::chat::{
     ChatEnvelope, ChatMessage, ChatTranscript, check_chat_append, holds_chat, is_chat_format,
 };
 use ctxgc_core::store::savings::SavingsRecord;
-use ctxgc_core::store::{SessionInfo, Snapshot, Store, StoreError};
+use ctxgc_core::store::{AppendBatch, SessionInfo, Snapshot, Store, StoreError};
 use ctxgc_core::{Format, Item};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
@@ -331,7 +332,7 @@ impl SqliteStore {
 
 /// Indexes receipt `id` → `hash` for a session inside a transaction; refuses different bytes.
 fn index_receipt(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &Connection,
     session_id: i64,
     context_id: &str,
     id: &str,
@@ -364,7 +365,7 @@ fn index_receipt(
 }
 
 /// The session's row id, creating the session (without a format) if it does not exist.
-fn ensure_session(tx: &rusqlite::Transaction<'_>, context_id: &str) -> Result<i64, StoreError> {
+fn ensure_session(tx: &Connection, context_id: &str) -> Result<i64, StoreError> {
     tx.prepare_cached(
         "INSERT INTO sessions (context_id) VALUES (?1) ON CONFLICT (context_id) DO NOTHING",
     )
@@ -379,10 +380,108 @@ fn ensure_session(tx: &rusqlite::Transaction<'_>, context_id: &str) -> Result<i6
 type ChatHead = (i64, Option<String>, i64, Option<String>, Option<String>);
 
 /// True when the session is a chat session.
-fn is_chat_session(tx: &rusqlite::Transaction<'_>, session_id: i64) -> Result<bool, StoreError> {
+fn is_chat_session(tx: &Connection, session_id: i64) -> Result<bool, StoreError> {
     tx.prepare_cached("SELECT EXISTS (SELECT 1 FROM chat_sessions WHERE session_id = ?1)")
         .and_then(|mut s| s.query_row([session_id], |row| row.get(0)))
         .map_err(backend_error("read chat session"))
+}
+
+/// Each item's stored encoding and the hash of its original bytes.
+type EncodedBatch = Vec<(Vec<u8>, [u8; 32])>;
+
+fn encode_batch(batch: &AppendBatch<'_>) -> Result<EncodedBatch, StoreError> {
+    batch
+        .items
+        .iter()
+        .map(|item| {
+            codec::encode_item(item)
+                .map(|body| (body, blob_hash(item.raw.as_bytes())))
+                .map_err(|message| StoreError::Corrupt {
+                    context_id: batch.context_id.to_owned(),
+                    message,
+                })
+        })
+        .collect()
+}
+
+/// An error of the transaction that carried several batches, given to each of them.
+fn shared_failure(operation: &str, e: rusqlite::Error) -> impl Fn() -> StoreError {
+    let message = match backend_error(operation)(e) {
+        StoreError::Backend { message, .. } => message,
+        other => other.to_string(),
+    };
+    move || StoreError::Backend {
+        backend: BACKEND,
+        message: message.clone(),
+    }
+}
+
+/// Writes one batch inside an open transaction (or savepoint): checks the expected sequence
+/// number and the format, indexes the receipts, stores the items, advances the session.
+/// Returns the next sequence number; the caller commits.
+fn write_batch(
+    tx: &Connection,
+    batch: &AppendBatch<'_>,
+    encoded: &EncodedBatch,
+) -> Result<u64, StoreError> {
+    let AppendBatch {
+        context_id,
+        format,
+        expected_seq,
+        items,
+    } = *batch;
+    let expected = to_i64(expected_seq, "sequence number")?;
+    let session_id = ensure_session(tx, context_id)?;
+    let (stored_format, next): (Option<String>, i64) = tx
+        .prepare_cached("SELECT format, next_seq FROM sessions WHERE id = ?1")
+        .and_then(|mut s| s.query_row([session_id], |row| Ok((row.get(0)?, row.get(1)?))))
+        .map_err(backend_error("read session"))?;
+    if next != expected {
+        return Err(StoreError::Conflict {
+            context_id: context_id.to_owned(),
+            expected: expected_seq,
+            actual: to_u64(next, context_id, "sequence number")?,
+        });
+    }
+    match parse_format(stored_format, context_id)? {
+        Some(stored) if stored != format => {
+            return Err(StoreError::FormatMismatch {
+                context_id: context_id.to_owned(),
+                stored: stored.name(),
+                appended: format.name(),
+            });
+        }
+        Some(stored) if is_chat_format(stored) && is_chat_session(tx, session_id)? => {
+            return Err(holds_chat(context_id));
+        }
+        Some(_) => {}
+        None => {
+            tx.prepare_cached("UPDATE sessions SET format = ?2 WHERE id = ?1")
+                .and_then(|mut s| s.execute(params![session_id, format.name()]))
+                .map_err(backend_error("set session format"))?;
+        }
+    }
+    for (offset, (item, (body, hash))) in items.iter().zip(encoded).enumerate() {
+        index_receipt(
+            tx,
+            session_id,
+            context_id,
+            &item.id,
+            hash,
+            item.raw.as_bytes(),
+        )?;
+        let seq = expected + to_i64(offset as u64, "sequence number")?;
+        tx.prepare_cached(
+            "INSERT INTO items (session_id, seq, item_id, hash, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .and_then(|mut s| s.execute(params![session_id, seq, item.id, &hash[..], body]))
+        .map_err(backend_error("store item"))?;
+    }
+    let new_next = expected + to_i64(items.len() as u64, "sequence number")?;
+    tx.prepare_cached("UPDATE sessions SET next_seq = ?2 WHERE id = ?1")
+        .and_then(|mut s| s.execute(params![session_id, new_next]))
+        .map_err(backend_error("advance session"))?;
+    to_u64(new_next, context_id, "sequence number")
 }
 
 impl Store for SqliteStore {
@@ -397,74 +496,56 @@ impl Store for SqliteStore {
         expected_seq: u64,
         items: &[Item],
     ) -> Result<u64, StoreError> {
-        let expected = to_i64(expected_seq, "sequence number")?;
-        let encoded: Vec<(Vec<u8>, [u8; 32])> = items
-            .iter()
-            .map(|item| {
-                codec::encode_item(item)
-                    .map(|body| (body, blob_hash(item.raw.as_bytes())))
-                    .map_err(|message| StoreError::Corrupt {
-                        context_id: context_id.to_owned(),
-                        message,
-                    })
-            })
-            .collect::<Result<_, _>>()?;
+        let batch = AppendBatch {
+            context_id,
+            format,
+            expected_seq,
+            items,
+        };
+        let encoded = encode_batch(&batch)?;
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(backend_error("begin append"))?;
-        let session_id = ensure_session(&tx, context_id)?;
-        let (stored_format, next): (Option<String>, i64) = tx
-            .prepare_cached("SELECT format, next_seq FROM sessions WHERE id = ?1")
-            .and_then(|mut s| s.query_row([session_id], |row| Ok((row.get(0)?, row.get(1)?))))
-            .map_err(backend_error("read session"))?;
-        if next != expected {
-            return Err(StoreError::Conflict {
-                context_id: context_id.to_owned(),
-                expected: expected_seq,
-                actual: to_u64(next, context_id, "sequence number")?,
-            });
-        }
-        match parse_format(stored_format, context_id)? {
-            Some(stored) if stored != format => {
-                return Err(StoreError::FormatMismatch {
-                    context_id: context_id.to_owned(),
-                    stored: stored.name(),
-                    appended: format.name(),
-                });
-            }
-            Some(stored) if is_chat_format(stored) && is_chat_session(&tx, session_id)? => {
-                return Err(holds_chat(context_id));
-            }
-            Some(_) => {}
-            None => {
-                tx.prepare_cached("UPDATE sessions SET format = ?2 WHERE id = ?1")
-                    .and_then(|mut s| s.execute(params![session_id, format.name()]))
-                    .map_err(backend_error("set session format"))?;
-            }
-        }
-        for (offset, (item, (body, hash))) in items.iter().zip(&encoded).enumerate() {
-            index_receipt(
-                &tx,
-                session_id,
-                context_id,
-                &item.id,
-                hash,
-                item.raw.as_bytes(),
-            )?;
-            let seq = expected + to_i64(offset as u64, "sequence number")?;
-            tx.prepare_cached(
-                "INSERT INTO items (session_id, seq, item_id, hash, body) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )
-            .and_then(|mut s| s.execute(params![session_id, seq, item.id, &hash[..], body]))
-            .map_err(backend_error("store item"))?;
-        }
-        let new_next = expected + to_i64(items.len() as u64, "sequence number")?;
-        tx.prepare_cached("UPDATE sessions SET next_seq = ?2 WHERE id = ?1")
-            .and_then(|mut s| s.execute(params![session_id, new_next]))
-            .map_err(backend_error("advance session"))?;
+        let next = write_batch(&tx, &batch, &encoded)?;
         tx.commit().map_err(backend_error("commit append"))?;
-        to_u64(new_next, context_id, "sequence number")
+        Ok(next)
+    }
+
+    fn append_all(&mut self, batches: &[AppendBatch<'_>]) -> Vec<Result<u64, StoreError>> {
+        let encoded: Vec<Result<EncodedBatch, StoreError>> =
+            batches.iter().map(encode_batch).collect();
+        let mut tx = match self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+        {
+            Ok(tx) => tx,
+            Err(e) => {
+                let failure = shared_failure("begin appends", e);
+                return batches.iter().map(|_| Err(failure())).collect();
+            }
+        };
+        // Each batch in a savepoint of its own: one that fails leaves nothing behind, and the
+        // others are committed all the same.
+        let mut results = Vec::with_capacity(batches.len());
+        for (batch, encoded) in batches.iter().zip(encoded) {
+            let result = encoded.and_then(|encoded| {
+                let savepoint = tx.savepoint().map_err(backend_error("begin batch"))?;
+                let next = write_batch(&savepoint, batch, &encoded)?;
+                savepoint.commit().map_err(backend_error("end batch"))?;
+                Ok(next)
+            });
+            results.push(result);
+        }
+        if let Err(e) = tx.commit() {
+            let failure = shared_failure("commit appends", e);
+            for result in &mut results {
+                if result.is_ok() {
+                    *result = Err(failure());
+                }
+            }
+        }
+        results
     }
 
     fn info(&mut self, context_id: &str) -> Result<Option<SessionInfo>, StoreError> {

@@ -490,3 +490,83 @@ fn rejected_items_are_not_stored() {
         assert_eq!(db.open().unwrap().items("c", 0).unwrap().len(), 1);
     });
 }
+
+#[test]
+fn a_group_commit_stores_each_batch_or_refuses_it_alone() {
+    use ctxgc_store::AppendBatch;
+    on_every_backend(|db| {
+        let mut store = db.open().unwrap();
+        store
+            .append(
+                "taken",
+                Format::Events,
+                0,
+                &items(&set_var("e1", 1, "x", 1)),
+            )
+            .unwrap();
+        let a1 = items(&set_var("a1", 1, "x", 1));
+        let a2 = items(&set_var("a2", 2, "x", 2));
+        let stale = items(&set_var("s1", 1, "y", 1));
+        let clash = items(&set_var("e1", 9, "x", 99));
+        let b = items(&[set_var("b1", 1, "z", 1), set_var("b2", 2, "z", 2)].join("\n"));
+        let batch = |context_id, expected_seq, items| AppendBatch {
+            context_id,
+            format: Format::Events,
+            expected_seq,
+            items,
+        };
+        let results = store.append_all(&[
+            batch("a", 0, &a1),
+            batch("stale", 3, &stale),
+            // The same session twice in one group: the second batch follows the first.
+            batch("a", 1, &a2),
+            batch("taken", 1, &clash),
+            batch("b", 0, &b),
+        ]);
+        assert_eq!(results.len(), 5);
+        assert_eq!(results[0].as_ref().ok(), Some(&1));
+        assert!(
+            matches!(
+                &results[1],
+                Err(StoreError::Conflict {
+                    expected: 3,
+                    actual: 0,
+                    ..
+                })
+            ),
+            "{:?}",
+            results[1]
+        );
+        assert_eq!(results[2].as_ref().ok(), Some(&2));
+        assert!(
+            matches!(&results[3], Err(StoreError::ReceiptTaken { id, .. }) if id == "e1"),
+            "{:?}",
+            results[3]
+        );
+        assert_eq!(results[4].as_ref().ok(), Some(&2));
+
+        // What was acknowledged is durable; what was refused left nothing behind.
+        let mut reopened = db.open().unwrap();
+        let ids = |store: &mut ctxgc_store::AnyStore, c: &str| -> Vec<String> {
+            store
+                .items(c, 0)
+                .unwrap()
+                .into_iter()
+                .map(|i| i.id)
+                .collect()
+        };
+        assert_eq!(ids(&mut reopened, "a"), ["a1", "a2"]);
+        assert_eq!(ids(&mut reopened, "b"), ["b1", "b2"]);
+        assert!(ids(&mut reopened, "stale").is_empty());
+        assert_eq!(ids(&mut reopened, "taken"), ["e1"]);
+        assert_eq!(
+            reopened.receipt("taken", "e1").unwrap().as_deref(),
+            Some(set_var("e1", 1, "x", 1).as_bytes())
+        );
+        assert_eq!(
+            reopened.receipt("a", "a2").unwrap().as_deref(),
+            Some(set_var("a2", 2, "x", 2).as_bytes())
+        );
+        assert!(store.append_all(&[]).is_empty());
+    });
+}

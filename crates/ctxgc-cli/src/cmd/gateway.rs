@@ -71,6 +71,10 @@ pub struct GatewayArgs {
     /// No JSON line per request on stderr.
     #[arg(long)]
     pub quiet: bool,
+    /// About how many MiB of conversations stay compiled in memory; past it the least
+    /// recently used are dropped and reloaded from the store when they come back.
+    #[arg(long, value_name = "MIB", default_value_t = ctxgc_gateway::sessions::DEFAULT_MEMORY_BUDGET >> 20)]
+    pub memory_mb: usize,
 }
 
 /// The variable that holds the secret credentials are hashed with (tenant scoping). Gateways
@@ -122,6 +126,10 @@ pub fn run(args: GatewayArgs) -> Result<(), Failure> {
     options.max_body_bytes = args.max_body_bytes;
     options.timeout = Duration::from_secs(args.timeout);
     options.quiet = args.quiet;
+    if args.memory_mb == 0 {
+        return Err(Failure::Usage("--memory-mb must be at least 1".into()));
+    }
+    options.memory_budget = args.memory_mb.saturating_mul(1 << 20);
     options.tenant_secret = std::env::var(TENANT_SECRET_VAR)
         .ok()
         .filter(|t| !t.is_empty());
