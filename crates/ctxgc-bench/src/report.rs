@@ -188,6 +188,12 @@ pub struct Summary {
     pub replay_relative: Option<f64>,
     /// Share of input tokens read from the cache.
     pub cached_share: Option<f64>,
+    /// The highest `relative_to_full` of any one conversation: what the worst-served user
+    /// paid against sending everything (absent when no conversation has a request).
+    pub worst_replay_relative: Option<f64>,
+    /// The conversation (`file`'s id) that paid `worst_replay_relative`; the first in report
+    /// order on a tie.
+    pub worst_replay_conversation: Option<String>,
     /// Sum of final-compile wall time.
     pub wall_ms_total: f64,
     /// Mean final-compile wall time.
@@ -229,6 +235,8 @@ pub fn summarize<'a>(
         full_replay_cost: 0.0,
         replay_relative: None,
         cached_share: None,
+        worst_replay_relative: None,
+        worst_replay_conversation: None,
         wall_ms_total: 0.0,
         wall_ms_mean: None,
     };
@@ -272,6 +280,12 @@ pub fn summarize<'a>(
             }
         }
         s.nondeterministic += usize::from(!m.deterministic);
+        if let Some(r) = m.replay.relative_to_full
+            && s.worst_replay_relative.is_none_or(|w| r > w)
+        {
+            s.worst_replay_relative = Some(r);
+            s.worst_replay_conversation = Some(conversation.id.clone());
+        }
         s.replay_cost += m.replay.cost;
         s.full_replay_cost += m.replay.full_cost;
         input_tokens += m.replay.input_tokens;

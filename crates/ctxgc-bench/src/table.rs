@@ -4,8 +4,9 @@
 //! reduction, used values lost beyond recall (of used), used values recalled through a receipt
 //! stub and the recall tool with the recall requests that took (and their share of requests),
 //! turns with a loss, probe passes per probe,
-//! determinism, replayed cost relative to `full` and the share of it read from the cache, and
-//! mean milliseconds per whole-conversation compile.
+//! determinism, replayed cost relative to `full` and the share of it read from the cache, the
+//! highest replayed cost of one conversation relative to `full`, and mean milliseconds per
+//! whole-conversation compile.
 
 use std::fmt::Write as _;
 
@@ -17,7 +18,7 @@ fn pct(v: Option<f64>) -> String {
     v.map_or_else(|| "-".to_owned(), |v| format!("{:.1}%", v * 100.0))
 }
 
-const HEADER: [&str; 12] = [
+const HEADER: [&str; 13] = [
     "strategy",
     "convs",
     "tokens after / before",
@@ -29,10 +30,11 @@ const HEADER: [&str; 12] = [
     "probes",
     "determ.",
     "replay vs full (cached)",
+    "worst conv.",
     "ms/compile",
 ];
 
-fn row(s: &Summary) -> [String; 12] {
+fn row(s: &Summary) -> [String; 13] {
     let convs = if s.errors > 0 {
         format!("{} ({} failed)", s.conversations, s.errors)
     } else {
@@ -91,13 +93,15 @@ fn row(s: &Summary) -> [String; 12] {
         probes,
         determ,
         replay,
+        s.worst_replay_relative
+            .map_or_else(|| "-".to_owned(), |w| format!("{w:.3}")),
         s.wall_ms_mean
             .map_or_else(|| "-".to_owned(), |m| format!("{m:.2}")),
     ]
 }
 
 fn write_block(out: &mut String, title: &str, summaries: &[Summary]) {
-    let rows: Vec<[String; 12]> = summaries.iter().map(row).collect();
+    let rows: Vec<[String; 13]> = summaries.iter().map(row).collect();
     let mut widths = HEADER.map(|h| h.chars().count());
     for r in &rows {
         for (w, cell) in widths.iter_mut().zip(r) {

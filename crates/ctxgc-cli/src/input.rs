@@ -4,7 +4,7 @@ use std::io::Read;
 use std::path::PathBuf;
 
 use clap::Args;
-use ctxgc_core::chat::{ChatOptions, Preset, Schema, SchemaPolicy};
+use ctxgc_core::chat::{ChatOptions, Schema, SchemaPolicy};
 use ctxgc_core::{Format, Options, Tokenizer};
 
 use crate::Failure;
@@ -109,18 +109,8 @@ impl CompileOptions {
 
 impl CompileOptions {
     fn chat_options(&self, chat: &mut ChatOptions) -> Result<(), Failure> {
-        if self.preset == "cache-stable" {
-            // The default passes, compacting history only in steps that pay for themselves.
-            chat.preset = Preset::Default;
-            chat.cache = Some(ctxgc_core::session::CacheModel::default());
-        } else {
-            chat.preset = Preset::from_name(&self.preset).ok_or_else(|| {
-                Failure::Usage(format!(
-                    "unknown preset {:?}: use lossless, default, aggressive or cache-stable",
-                    self.preset
-                ))
-            })?;
-        }
+        chat.apply_preset(&self.preset)
+            .map_err(|e| Failure::Usage(e.to_string()))?;
         if let Some(to) = &self.to {
             chat.to = Some(Format::from_name(to).ok_or_else(|| {
                 Failure::Usage(format!(

@@ -1,14 +1,12 @@
 //! Compile options as the API takes them (query parameters), checked into core options.
 
-use ctxgc_core::chat::Preset;
-use ctxgc_core::session::CacheModel;
 use ctxgc_core::{Format, Options, Tokenizer};
 use serde::Deserialize;
 
 use crate::error::ApiError;
 
 /// The presets the console offers, in the order the page shows them.
-pub const PRESETS: [&str; 4] = ["lossless", "default", "aggressive", "cache-stable"];
+pub const PRESETS: [&str; 4] = ctxgc_core::chat::PRESET_NAMES;
 
 /// `?preset=&from=&tokenizer=`; unknown parameters are refused, so a typo is not ignored.
 #[derive(Debug, Default, Deserialize)]
@@ -72,12 +70,8 @@ impl CompileQuery {
 
 /// Sets a checked preset name (one of [`PRESETS`]) on `options`.
 pub fn apply_preset(options: &mut Options, name: &str) {
-    if name == "cache-stable" {
-        // The default passes, history compacted only in steps that pay for themselves.
-        options.chat.preset = Preset::Default;
-        options.chat.cache = Some(CacheModel::default());
-    } else {
-        options.chat.preset = Preset::from_name(name).unwrap_or_default();
-        options.chat.cache = None;
+    // The name was checked against [`PRESETS`], the core's own list.
+    if options.chat.apply_preset(name).is_err() {
+        options.chat.apply_preset("default").unwrap_or_default();
     }
 }

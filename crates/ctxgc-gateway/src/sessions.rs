@@ -141,9 +141,10 @@ fn prefix_len(
     matches.then_some(items.len())
 }
 
-/// What an item costs in memory besides its bytes (its place in the session, its plan, its
-/// decision), for the memory budget.
-const ITEM_OVERHEAD: usize = 256;
+/// What an item costs in memory besides its bytes (its place in the session, its blocks, its
+/// plans, its decision), for the memory budget: about 1 KiB, measured against the heap for
+/// short chat turns and bulky tool outputs alike (`tests/memory_estimate.rs`).
+const ITEM_OVERHEAD: usize = 1024;
 
 /// The conversations of one key, in memory.
 #[derive(Default)]

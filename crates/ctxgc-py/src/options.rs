@@ -1,7 +1,6 @@
 //! Keyword arguments as the compiler's options, with the CLI's messages for bad values.
 
-use ctxgc_core::chat::{Preset, Schema, SchemaPolicy};
-use ctxgc_core::session::CacheModel;
+use ctxgc_core::chat::{Schema, SchemaPolicy};
 use ctxgc_core::{Format, Options, Tokenizer};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
@@ -81,17 +80,8 @@ impl ChatArgs<'_, '_> {
             ..Options::default()
         };
         let chat = &mut options.chat;
-        if self.preset == "cache-stable" {
-            chat.preset = Preset::Default;
-            chat.cache = Some(CacheModel::default());
-        } else {
-            chat.preset = Preset::from_name(self.preset).ok_or_else(|| {
-                usage_error(format!(
-                    "unknown preset {:?}: use lossless, default, aggressive or cache-stable",
-                    self.preset
-                ))
-            })?;
-        }
+        chat.apply_preset(self.preset)
+            .map_err(|e| usage_error(e.to_string()))?;
         if let Some(to) = self.to {
             chat.to = Some(Format::from_name(to).ok_or_else(|| {
                 usage_error(format!(

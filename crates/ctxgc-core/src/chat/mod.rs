@@ -82,6 +82,26 @@ impl Preset {
     }
 }
 
+/// Every preset name a surface accepts (CLI `--preset`, Python `preset=`, the console's
+/// `?preset=`), in the order they are listed to users.
+pub const PRESET_NAMES: [&str; 4] = ["lossless", "default", "aggressive", "cache-stable"];
+
+/// A preset name that is not one of [`PRESET_NAMES`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownPreset(pub String);
+
+impl std::fmt::Display for UnknownPreset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "unknown preset {:?}: use lossless, default, aggressive or cache-stable",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownPreset {}
+
 /// Chat options as the caller gives them; [`ChatConfig::resolve`] fills in the preset.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatOptions {
@@ -114,6 +134,32 @@ pub struct ChatOptions {
     /// prefix and history is compacted in deliberate steps that pay for themselves under this
     /// cost model (see [`crate::session::CacheModel`]). The passes are the `preset`'s.
     pub cache: Option<crate::session::CacheModel>,
+}
+
+impl ChatOptions {
+    /// Sets the preset named `name` (one of [`PRESET_NAMES`]) and when its decisions are taken:
+    /// `cache-stable` is the default preset's passes under the prompt-cache cost model, the
+    /// others take every decision at once. The one parser of preset names: the CLI, Python and
+    /// the console all call it.
+    ///
+    /// ```
+    /// use ctxgc_core::chat::{ChatOptions, Preset};
+    /// let mut chat = ChatOptions::default();
+    /// chat.apply_preset("cache-stable").unwrap();
+    /// assert_eq!((chat.preset, chat.cache.is_some()), (Preset::Default, true));
+    /// chat.apply_preset("aggressive").unwrap();
+    /// assert_eq!((chat.preset, chat.cache.is_some()), (Preset::Aggressive, false));
+    /// assert!(chat.apply_preset("fast").unwrap_err().to_string().contains("\"fast\""));
+    /// ```
+    pub fn apply_preset(&mut self, name: &str) -> Result<(), UnknownPreset> {
+        let preset = match name {
+            "cache-stable" => Preset::Default,
+            _ => Preset::from_name(name).ok_or_else(|| UnknownPreset(name.to_owned()))?,
+        };
+        self.preset = preset;
+        self.cache = (name == "cache-stable").then(crate::session::CacheModel::default);
+        Ok(())
+    }
 }
 
 impl Default for ChatOptions {
