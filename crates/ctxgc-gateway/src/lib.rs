@@ -165,6 +165,7 @@ pub fn build(
         metrics: metrics::Metrics::default(),
         savings: savings::SavingsWrites::default(),
         options,
+        compile_slots: Arc::new(tokio::sync::Semaphore::new(server::compile_slots())),
     }))
 }
 
