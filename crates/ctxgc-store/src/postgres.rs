@@ -501,6 +501,23 @@ impl PostgresStore {
             // (A savepoint dropped without commit is rolled back.)
             results[i] = Some(result);
         }
+        // The payloads were written for the whole group before any batch: those of a refused
+        // batch that nothing else references go again, so a refused batch leaves nothing.
+        let refused: Vec<&[u8]> = (encoded.iter().zip(results.iter()))
+            .filter(|(_, r)| matches!(r, Some(Err(_))))
+            .filter_map(|(e, _)| e.as_ref())
+            .flat_map(|e| e.receipts.iter().map(|(_, h, _)| &h[..]))
+            .collect();
+        if !refused.is_empty() {
+            tx.execute(
+                "DELETE FROM blobs b WHERE b.hash = ANY($1)
+                   AND NOT EXISTS (SELECT 1 FROM items i WHERE i.hash = b.hash)
+                   AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.hash = b.hash)
+                   AND NOT EXISTS (SELECT 1 FROM chat_messages c WHERE c.hash = b.hash)",
+                &[&refused],
+            )
+            .map_err(backend_error("drop refused payloads"))?;
+        }
         tx.commit().map_err(backend_error("commit appends"))
     }
 

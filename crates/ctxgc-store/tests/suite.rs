@@ -567,6 +567,8 @@ fn a_group_commit_stores_each_batch_or_refuses_it_alone() {
             reopened.receipt("a", "a2").unwrap().as_deref(),
             Some(set_var("a2", 2, "x", 2).as_bytes())
         );
+        // Only the five stored items' payloads: the refused batches' are not kept.
+        assert_eq!(reopened.distinct_payloads().unwrap(), 5);
         assert!(store.append_all(&[]).is_empty());
     });
 }
