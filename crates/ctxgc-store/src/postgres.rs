@@ -603,23 +603,21 @@ impl Store for PostgresStore {
         expected_seq: u64,
         items: &[Item],
     ) -> Result<u64, StoreError> {
+        // One append is a group of one: the same transaction, checks and errors.
         let batch = AppendBatch {
             context_id,
             format,
             expected_seq,
             items,
         };
-        let encoded = EncodedBatch::of(&batch)?;
-        self.ensure_connected()?;
-        let PostgresStore {
-            client, statements, ..
-        } = self;
-        let mut tx = client
-            .transaction()
-            .map_err(backend_error("begin append"))?;
-        let next = Self::write_batch(&mut tx, statements, &batch, &encoded)?;
-        tx.commit().map_err(backend_error("commit append"))?;
-        Ok(next)
+        self.append_all(std::slice::from_ref(&batch))
+            .pop()
+            .unwrap_or_else(|| {
+                Err(StoreError::Backend {
+                    backend: BACKEND,
+                    message: "the append was not written".into(),
+                })
+            })
     }
 
     fn append_all(&mut self, batches: &[AppendBatch<'_>]) -> Vec<Result<u64, StoreError>> {

@@ -496,20 +496,21 @@ impl Store for SqliteStore {
         expected_seq: u64,
         items: &[Item],
     ) -> Result<u64, StoreError> {
+        // One append is a group of one: the same transaction, checks and errors.
         let batch = AppendBatch {
             context_id,
             format,
             expected_seq,
             items,
         };
-        let encoded = encode_batch(&batch)?;
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(backend_error("begin append"))?;
-        let next = write_batch(&tx, &batch, &encoded)?;
-        tx.commit().map_err(backend_error("commit append"))?;
-        Ok(next)
+        self.append_all(std::slice::from_ref(&batch))
+            .pop()
+            .unwrap_or_else(|| {
+                Err(StoreError::Backend {
+                    backend: BACKEND,
+                    message: "the append was not written".into(),
+                })
+            })
     }
 
     fn append_all(&mut self, batches: &[AppendBatch<'_>]) -> Vec<Result<u64, StoreError>> {
