@@ -79,6 +79,53 @@ fn main() {
         (messages, steps)
     };
     match args.first().map(String::as_str) {
+        Some("live-events") => {
+            // A live event session of N generated events: append one, compile, bring the
+            // report (prompt, exact counts, decisions) up to date; median step, and its parts.
+            let n: usize = args
+                .get(1)
+                .and_then(|a| a.parse().ok())
+                .unwrap_or_else(|| usage());
+            let steps = repeats(2).min(n - 1);
+            let text = ctxgc_core::synth::events_jsonl(n, 42);
+            let items = ctxgc_core::frontend::events::lower_events(&text, &Default::default())
+                .expect("generated trace lowers");
+            let (head, tail) = items.split_at(n - steps);
+            let mut session = ctxgc_core::Session::new(Default::default());
+            session.extend(head.to_vec()).expect("valid");
+            session.compile();
+            let mut live = ctxgc_core::live_report::LiveReport::new(Tokenizer::O200kBase);
+            let changes = session.take_changes();
+            live.update(&session, changes);
+            let (mut total, mut compile_us) = (Vec::new(), Vec::new());
+            for item in tail {
+                let start = Instant::now();
+                session.append(item.clone()).expect("valid");
+                session.compile();
+                let compiled = start.elapsed().as_secs_f64() * 1e6;
+                let changes = session.take_changes();
+                let moved = changes.as_ref().map_or(usize::MAX, Vec::len);
+                live.update(&session, changes);
+                total.push(start.elapsed().as_secs_f64() * 1e6);
+                if std::env::var_os("PROBE_DEBUG").is_some() {
+                    let t = Instant::now();
+                    let layout = ctxgc_core::render::prompt::Layout::of(&session, live.plans());
+                    eprintln!(
+                        "moved {moved} layout {:.1}us slots {}",
+                        t.elapsed().as_secs_f64() * 1e6,
+                        layout.slots.len()
+                    );
+                }
+                compile_us.push(compiled);
+            }
+            let mean = total.iter().sum::<f64>() / total.len() as f64;
+            println!(
+                "{{\"events\":{n},\"mean_step_us\":{mean:.1},\"step_us\":{:.1},\"compile_us\":{:.1},\"prompt_bytes\":{}}}",
+                median(total),
+                median(compile_us),
+                live.prompt().len()
+            );
+        }
         Some("compile") => {
             let text = read(1);
             let options = Options::default();

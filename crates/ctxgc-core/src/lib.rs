@@ -26,6 +26,7 @@ pub mod formats;
 pub mod frontend;
 pub mod graph;
 pub mod ir;
+pub mod live_report;
 pub mod parallel;
 pub mod passes;
 pub mod plan;

@@ -57,7 +57,7 @@ pub use cache::{CacheModel, CompactionStep, DecisionEpoch};
 /// The final decision on one item: the verdict in force, and any verdict retention overruled.
 /// Verdicts are boxed: most items have none, and a plan is taken for every item of a session
 /// (16 bytes a plan instead of 160).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ItemPlan {
     /// The verdict in force (`None`: keep).
     pub verdict: Option<Box<Verdict>>,
@@ -113,6 +113,21 @@ pub struct Session {
     /// a loaded session rebuilds it at its next compile.
     #[serde(skip)]
     tools: ToolIndex,
+    /// Items whose plan may have moved since [`Session::take_changes`] last asked, for a
+    /// caller that keeps what a compile reports. Not saved: a loaded session reports that
+    /// everything may have changed.
+    #[serde(skip)]
+    changes: ChangeLog,
+}
+
+/// What [`Session::take_changes`] has to say: nothing asked yet (no log kept, so sessions
+/// nobody asks never grow one), everything, or the items compiled or moved since.
+#[derive(Debug, Clone, Default)]
+enum ChangeLog {
+    #[default]
+    Off,
+    All,
+    Since(Vec<usize>),
 }
 
 /// Maps an f64 to a u64 whose order is the float's total order.
@@ -149,6 +164,7 @@ impl Session {
             warnings: Vec::new(),
             cache: None,
             tools: ToolIndex::default(),
+            changes: ChangeLog::Off,
         }
     }
 
@@ -386,6 +402,10 @@ impl Session {
     /// proportion to what was appended (and to what it changed), not to the whole session.
     pub fn compile(&mut self) {
         if self.cache.is_some() {
+            // A compaction step can move any earlier plan.
+            if matches!(self.changes, ChangeLog::Since(_)) && self.compiled < self.items.len() {
+                self.changes = ChangeLog::All;
+            }
             self.compile_cache_stable();
         } else {
             let (start, end) = (self.compiled, self.items.len());
@@ -467,7 +487,41 @@ impl Session {
         });
         moved.extend(reports.into_iter().flatten());
         self.compiled = end;
+        if let ChangeLog::Since(log) = &mut self.changes {
+            log.extend(moved.iter().copied());
+            log.extend(start..end);
+        }
         moved
+    }
+
+    /// The items whose plan may have changed (been compiled, or moved) since the last call,
+    /// sorted, each once; `None` the first time, and after a load: every item may have. A
+    /// caller that keeps plans, counts or rendered lines between compiles updates only these
+    /// (the list may hold more than what changed, never less).
+    ///
+    /// ```
+    /// use ctxgc_core::frontend::events::{lower_events, EventOptions};
+    /// use ctxgc_core::Session;
+    /// let trace = "{\"id\":\"a\",\"type\":\"set_var\",\"timestamp\":1,\"key\":\"x\",\"value\":1}";
+    /// let mut session = Session::new(Default::default());
+    /// session.extend(lower_events(trace, &EventOptions::default()).unwrap()).unwrap();
+    /// session.compile();
+    /// assert_eq!(session.take_changes(), None); // first call: everything
+    /// let next = "{\"id\":\"b\",\"type\":\"set_var\",\"timestamp\":2,\"key\":\"x\",\"value\":2}";
+    /// session.extend(lower_events(next, &EventOptions::default()).unwrap()).unwrap();
+    /// session.compile();
+    /// // `b` arrived and `a` is now superseded by it.
+    /// assert_eq!(session.take_changes(), Some(vec![0, 1]));
+    /// ```
+    pub fn take_changes(&mut self) -> Option<Vec<usize>> {
+        match std::mem::replace(&mut self.changes, ChangeLog::Since(Vec::new())) {
+            ChangeLog::Off | ChangeLog::All => None,
+            ChangeLog::Since(mut log) => {
+                log.sort_unstable();
+                log.dedup();
+                Some(log)
+            }
+        }
     }
 
     fn cx<'a>(&'a self) -> Cx<'a> {
@@ -529,6 +583,17 @@ impl Session {
         }
     }
 
+    /// Whether items `from..` (the last ones) come last in render order, in input order: then
+    /// the prompt of the items before them is a prefix of the whole one's lines.
+    pub fn renders_last(&self, from: usize) -> bool {
+        match self.graph.order() {
+            Some(order) if order.len() == self.items.len() => order
+                .get(from..)
+                .is_some_and(|tail| tail.iter().copied().eq(from..self.items.len())),
+            _ => true,
+        }
+    }
+
     /// Every item's plan, [`Session::plan_of`] for each in input order. A caller that both
     /// renders and reports takes them once here (verdicts are computed on demand, so asking
     /// per item twice computes them twice).
@@ -556,7 +621,8 @@ impl Session {
         self.decision_of(i, &self.plan_of(i))
     }
 
-    fn decision_of(&self, i: usize, plan: &ItemPlan) -> Decision {
+    /// Item `i`'s decision under `plan` (one of [`Session::plans`]), as reported.
+    pub fn decision_of(&self, i: usize, plan: &ItemPlan) -> Decision {
         match (&plan.verdict, &plan.protected_from) {
             (Some(v), _) => Decision {
                 id: self.items[i].id.clone(),

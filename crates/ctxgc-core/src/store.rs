@@ -968,6 +968,12 @@ impl<S: Store> StoredSession<S> {
         &self.session
     }
 
+    /// [`Session::take_changes`] of the session: `None` also after a reload (another writer
+    /// appended first, or a snapshot was read), when every plan may have changed.
+    pub fn take_changes(&mut self) -> Option<Vec<usize>> {
+        self.session.take_changes()
+    }
+
     /// The session's id.
     pub fn context_id(&self) -> &str {
         &self.context_id

@@ -3,12 +3,14 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use ctxgc_core::compile::report_events;
+use std::sync::Arc;
+
 use ctxgc_core::frontend::events::{EventOptions, lower_event};
 use ctxgc_core::ir::Kind;
-use ctxgc_core::plan::Action;
+use ctxgc_core::live_report::LiveReport;
+use ctxgc_core::plan::{Action, Decision};
 use ctxgc_core::store::{StoreError, StoredSession};
-use ctxgc_core::{Compiled, Format, Item, Options, Session, Tokenizer};
+use ctxgc_core::{Format, Item, Options, Receipt, Session};
 use ctxgc_store::{AnyStore, Location};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
@@ -22,84 +24,176 @@ use crate::options::{core, event_options, input_text};
 /// (as `ctxgc session append` does).
 const APPEND_ATTEMPTS: usize = 100;
 
-/// What a compaction gives back, gathered while the session is locked (and the GIL released).
+/// What a compaction hands to Python, gathered while the session is locked (and the GIL
+/// released). Per-item Python objects (ids, events, decisions, receipts) are built only for
+/// the items listed in `fresh` (new, or whose decision changed) and reused for the others.
 struct Compaction {
-    compiled: Compiled,
-    /// Original text of each receipt's item.
-    receipt_originals: Vec<Option<String>>,
-    /// Original text of each kept event, in prompt order.
-    kept: Vec<String>,
-    /// Ids of protected events.
-    protected: Vec<String>,
+    prompt: Arc<String>,
+    tokens_before: usize,
+    tokens_after: usize,
+    tokenizer: &'static str,
+    /// Items in the session.
+    len: usize,
+    /// The compaction's number in its session: when two threads compact at once, objects
+    /// from the later one are never replaced by the earlier one's.
+    seq: u64,
+    /// For each item from `first_new` on: its id and original text.
+    new_items: Vec<(String, String)>,
+    first_new: usize,
+    /// Each stale position's decision and receipt, in the order of `stale`.
+    stale: Vec<usize>,
+    decisions: Vec<Decision>,
+    receipts: Vec<Option<Receipt>>,
+    /// Positions retired or rewritten, in input order.
+    pruned: Vec<usize>,
+    /// Positions kept as they are, in prompt order (edge injections left out).
+    kept: Vec<usize>,
+    protected: Vec<usize>,
+    warnings: Vec<String>,
 }
 
 impl Compaction {
-    fn of(session: &Session, compiled: Compiled) -> Compaction {
-        let receipt_originals = compiled
-            .receipts
+    /// Gathers the result of the last update of `report`; `known` is how many items the
+    /// Python side already holds objects for.
+    fn of(session: &Session, report: &mut LiveReport, known: usize, seq: u64) -> Compaction {
+        let len = session.items().len();
+        let changed = report.changed();
+        let first_new = if changed.is_none() || known > len {
+            0
+        } else {
+            known
+        };
+        let stale: Vec<usize> = match changed {
+            Some(list) => list
+                .iter()
+                .copied()
+                .filter(|&i| i < first_new)
+                .chain(first_new..len)
+                .collect(),
+            None => (0..len).collect(),
+        };
+        let new_items = session.items()[first_new..]
             .iter()
-            .map(|r| {
-                session
-                    .position(&r.id)
-                    .map(|i| session.items()[i].raw.clone())
-            })
+            .map(|item| (item.id.clone(), item.raw.clone()))
             .collect();
+        let decisions = stale
+            .iter()
+            .map(|&i| report.decisions()[i].clone())
+            .collect();
+        let receipts = stale.iter().map(|&i| report.receipt(session, i)).collect();
+        let pruned = (report.decisions().iter().enumerate())
+            .filter(|(_, d)| d.action != Action::Keep)
+            .map(|(i, _)| i)
+            .collect();
+        let plans = report.plans();
         let kept = session
             .render_order()
             .into_iter()
             .filter(|&i| {
-                session.plan_of(i).action() == Action::Keep
+                plans[i].action() == Action::Keep
                     && !matches!(session.items()[i].kind, Kind::EdgeInjection { .. })
             })
-            .map(|i| session.items()[i].raw.clone())
             .collect();
-        let protected = (0..session.items().len())
-            .filter(|&i| session.is_protected(i))
-            .map(|i| session.items()[i].id.clone())
-            .collect();
+        let protected = (0..len).filter(|&i| session.is_protected(i)).collect();
         Compaction {
-            compiled,
-            receipt_originals,
+            prompt: report.shared_prompt(),
+            tokens_before: report.tokens_before(),
+            tokens_after: report.tokens_after(),
+            tokenizer: report.tokenizer().name(),
+            len,
+            seq,
+            new_items,
+            first_new,
+            stale,
+            decisions,
+            receipts,
+            pruned,
             kept,
             protected,
+            warnings: session.warnings().iter().map(|w| w.to_string()).collect(),
         }
     }
+}
 
-    /// The result dict, in TraceGC's shape: `prompt`, `tokens_before`, `tokens_after`,
-    /// `pruned_ids`, `receipts` (each with the original `event`), `compact_events` (the
-    /// surviving events, in prompt order), plus `protected_ids`, `decisions` and `warnings`.
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let compiled = &self.compiled;
-        let dict = PyDict::new(py);
-        dict.set_item("prompt", &compiled.output)?;
-        dict.set_item("tokens_before", compiled.tokens_before)?;
-        dict.set_item("tokens_after", compiled.tokens_after)?;
-        dict.set_item("tokenizer", compiled.tokenizer)?;
-        let pruned: Vec<&str> = compiled
-            .decisions
-            .iter()
-            .filter(|d| d.action != Action::Keep)
-            .map(|d| d.id.as_str())
-            .collect();
-        dict.set_item("pruned_ids", pruned)?;
-        let receipts = PyList::empty(py);
-        for (receipt, original) in compiled.receipts.iter().zip(&self.receipt_originals) {
-            let entry = serialize(py, receipt)?;
-            if let (Ok(entry), Some(original)) = (entry.cast::<PyDict>(), original) {
-                entry.set_item("event", from_json_text(py, original)?)?;
+/// The Python objects of a session's items, built once and shared by every result: each
+/// event's id, its original as a dict, its decision and its receipt.
+#[derive(Default)]
+struct PyItems {
+    ids: Vec<Py<PyString>>,
+    /// Originals, parsed when a result first lists them.
+    raws: Vec<String>,
+    events: Vec<Option<Py<PyAny>>>,
+    decisions: Vec<Py<PyAny>>,
+    receipts: Vec<Option<Py<PyAny>>>,
+    /// The compaction each item's decision and receipt objects come from.
+    seqs: Vec<u64>,
+}
+
+impl PyItems {
+    fn event(&mut self, py: Python<'_>, i: usize) -> PyResult<Py<PyAny>> {
+        if let Some(event) = &self.events[i] {
+            return Ok(event.clone_ref(py));
+        }
+        let event = from_json_text(py, &self.raws[i])?.unbind();
+        self.events[i] = Some(event.clone_ref(py));
+        Ok(event)
+    }
+
+    /// Brings the objects up to date with `c`, then builds its result dict in TraceGC's shape:
+    /// `prompt`, `tokens_before`, `tokens_after`, `pruned_ids`, `receipts` (each with the
+    /// original `event`), `compact_events` (the surviving events, in prompt order), plus
+    /// `protected_ids`, `decisions` and `warnings`.
+    fn result<'py>(&mut self, py: Python<'py>, c: Compaction) -> PyResult<Bound<'py, PyDict>> {
+        self.ids.truncate(c.first_new);
+        self.raws.truncate(c.first_new);
+        self.events.truncate(c.first_new);
+        for (id, raw) in c.new_items {
+            self.ids.push(PyString::new(py, &id).unbind());
+            self.raws.push(raw);
+            self.events.push(None);
+        }
+        self.decisions.resize_with(c.len, || py.None());
+        self.receipts.resize_with(c.len, || None);
+        self.seqs.resize(c.len, 0);
+        for ((&i, decision), receipt) in c.stale.iter().zip(&c.decisions).zip(&c.receipts) {
+            if self.seqs[i] > c.seq {
+                continue;
             }
-            receipts.append(entry)?;
+            self.seqs[i] = c.seq;
+            self.decisions[i] = serialize(py, decision)?.unbind();
+            self.receipts[i] = match receipt {
+                Some(receipt) => {
+                    let entry = serialize(py, receipt)?;
+                    if let Ok(entry) = entry.cast::<PyDict>() {
+                        entry.set_item("event", self.event(py, i)?)?;
+                    }
+                    Some(entry.unbind())
+                }
+                None => None,
+            };
         }
-        dict.set_item("receipts", receipts)?;
-        let kept = PyList::empty(py);
-        for raw in &self.kept {
-            kept.append(from_json_text(py, raw)?)?;
+        let dict = PyDict::new(py);
+        dict.set_item("prompt", PyString::new(py, &c.prompt))?;
+        dict.set_item("tokens_before", c.tokens_before)?;
+        dict.set_item("tokens_after", c.tokens_after)?;
+        dict.set_item("tokenizer", c.tokenizer)?;
+        let mut kept = Vec::with_capacity(c.kept.len());
+        for &i in &c.kept {
+            kept.push(self.event(py, i)?);
         }
-        dict.set_item("compact_events", kept)?;
-        dict.set_item("protected_ids", &self.protected)?;
-        dict.set_item("decisions", serialize(py, &compiled.decisions)?)?;
-        let warnings: Vec<String> = compiled.warnings.iter().map(|w| w.to_string()).collect();
-        dict.set_item("warnings", warnings)?;
+        let ids =
+            |positions: &[usize]| PyList::new(py, positions.iter().map(|&i| self.ids[i].bind(py)));
+        dict.set_item("pruned_ids", ids(&c.pruned)?)?;
+        let receipts = c
+            .pruned
+            .iter()
+            .filter_map(|&i| self.receipts[i].as_ref().map(|r| r.bind(py)));
+        dict.set_item("receipts", PyList::new(py, receipts)?)?;
+        dict.set_item("compact_events", PyList::new(py, kept)?)?;
+        dict.set_item("protected_ids", ids(&c.protected)?)?;
+        let decisions = self.decisions.iter().map(|d| d.bind(py));
+        dict.set_item("decisions", PyList::new(py, decisions)?)?;
+        dict.set_item("warnings", c.warnings)?;
         Ok(dict)
     }
 }
@@ -133,10 +227,11 @@ pub fn compact_events<'py>(
     let text = input_text(events, "events")?;
     let compaction = core(py.detach(move || {
         let session = ctxgc_core::compile::compile_event_session(&text, &options)?;
-        let compiled = report_events(&session, options.tokenizer);
-        Ok::<_, ctxgc_core::Error>(Compaction::of(&session, compiled))
+        let mut report = LiveReport::new(options.tokenizer);
+        report.update(&session, None);
+        Ok::<_, ctxgc_core::Error>(Compaction::of(&session, &mut report, 0, 1))
     }))?;
-    compaction.to_dict(py)
+    PyItems::default().result(py, compaction)
 }
 
 /// Why an append failed.
@@ -152,6 +247,14 @@ impl AppendError {
             AppendError::Store(e) => store_error(e),
         }
     }
+}
+
+/// A session and the report kept up to date with it.
+struct Live {
+    backend: Backend,
+    report: LiveReport,
+    /// Compactions so far.
+    compactions: u64,
 }
 
 /// Where a `TraceGC` keeps its events.
@@ -187,6 +290,13 @@ impl Backend {
         }
     }
 
+    fn take_changes(&mut self) -> Option<Vec<usize>> {
+        match self {
+            Backend::Memory(session) => session.take_changes(),
+            Backend::Stored(stored) => stored.take_changes(),
+        }
+    }
+
     fn compile(&mut self) -> Result<(), StoreError> {
         match self {
             Backend::Memory(session) => {
@@ -202,14 +312,23 @@ impl Backend {
 /// costs in proportion to what was appended since the last one.
 #[pyclass(module = "ctxgc._native", name = "TraceGC")]
 pub struct TraceGc {
-    backend: Mutex<Backend>,
+    backend: Mutex<Live>,
+    /// Python objects of the items, reused by every result; only touched with the GIL held.
+    py_items: Mutex<PyItems>,
     events: EventOptions,
-    tokenizer: Tokenizer,
     context_id: String,
     location: Option<String>,
 }
 
 impl TraceGc {
+    /// The items' Python objects. Taken with the GIL held and released before the GIL is, so
+    /// it is never waited for by a thread that another one waits on.
+    fn py_items(&self) -> PyResult<MutexGuard<'_, PyItems>> {
+        self.py_items
+            .lock()
+            .map_err(|_| internal_error("a previous call panicked while building a result".into()))
+    }
+
     /// Runs `f` on the backend with the GIL released: the lock is only ever waited for
     /// without the GIL, so a thread holding it can always take the GIL back.
     fn with_backend<R: Send>(
@@ -217,8 +336,17 @@ impl TraceGc {
         py: Python<'_>,
         f: impl FnOnce(&mut Backend) -> R + Send,
     ) -> PyResult<R> {
+        self.with_live(py, |live| f(&mut live.backend))
+    }
+
+    /// [`TraceGc::with_backend`] with the report too.
+    fn with_live<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Live) -> R + Send,
+    ) -> PyResult<R> {
         py.detach(|| {
-            let mut guard: MutexGuard<'_, Backend> = self.backend.lock().ok()?;
+            let mut guard: MutexGuard<'_, Live> = self.backend.lock().ok()?;
             Some(f(&mut guard))
         })
         .ok_or_else(|| internal_error("a previous call panicked while holding the session".into()))
@@ -331,9 +459,13 @@ impl TraceGc {
             }
         };
         Ok(TraceGc {
-            backend: Mutex::new(backend),
+            backend: Mutex::new(Live {
+                backend,
+                report: LiveReport::new(options.tokenizer),
+                compactions: 0,
+            }),
+            py_items: Mutex::new(PyItems::default()),
             events: options.events,
-            tokenizer: options.tokenizer,
             context_id,
             location,
         })
@@ -360,16 +492,28 @@ impl TraceGc {
 
     /// Compacts everything appended so far; returns the result dict (`prompt`,
     /// `tokens_before`, `tokens_after`, `pruned_ids`, `receipts`, `compact_events`, ...).
+    ///
+    /// It costs in proportion to what was appended since the last compaction and what that
+    /// changed (plus writing out the prompt): the plans, lines and counts of the other events
+    /// are kept from before. The dicts inside the result (events, decisions, receipts) are
+    /// shared with later results: copy one before changing it.
     fn compact<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let tokenizer = self.tokenizer;
+        let known = self.py_items()?.ids.len();
         let compaction = self
-            .with_backend(py, |backend| {
-                backend.compile()?;
-                let compiled = report_events(backend.session(), tokenizer);
-                Ok::<_, StoreError>(Compaction::of(backend.session(), compiled))
+            .with_live(py, |live| {
+                live.backend.compile()?;
+                let changes = live.backend.take_changes();
+                live.report.update(live.backend.session(), changes);
+                live.compactions += 1;
+                Ok::<_, StoreError>(Compaction::of(
+                    live.backend.session(),
+                    &mut live.report,
+                    known,
+                    live.compactions,
+                ))
             })?
             .map_err(store_error)?;
-        compaction.to_dict(py)
+        self.py_items()?.result(py, compaction)
     }
 
     /// The original of event `id`, whatever was decided for it: the event dict, or with

@@ -103,7 +103,10 @@ impl Duplicates {
     }
 
     /// Takes the results of item `i` into account.
-    fn add(&mut self, cx: &Cx<'_>, i: usize) {
+    /// Adds item `i`'s results; returns the call items (earlier ones) they made members too,
+    /// whose plans move with them.
+    fn add(&mut self, cx: &Cx<'_>, i: usize) -> Vec<usize> {
+        let mut calls = Vec::new();
         for r in cx.results(i) {
             if self.config.tool_protected(&r.call.name) {
                 continue;
@@ -145,8 +148,10 @@ impl Duplicates {
                     .entry(r.call.slot.item)
                     .or_default()
                     .push((g, k));
+                calls.push(r.call.slot.item);
             }
         }
+        calls
     }
 
     /// Recomputes the runs of group `g` over its surviving answers (survival moved); returns
@@ -234,7 +239,8 @@ impl Pass for Duplicates {
         let taken = super::catch_up(&mut self.seen, &new);
         let mut moved: Vec<usize> = Vec::new();
         for i in taken.clone() {
-            self.add(cx, i);
+            let calls = self.add(cx, i);
+            moved.extend(calls.into_iter().filter(|&c| c < new.start));
         }
         if taken.start < new.start {
             moved.extend(self.member.keys().copied().filter(|&i| i < new.start));

@@ -103,7 +103,7 @@ pub fn event_line(item: &Item) -> String {
 }
 
 /// The line of item `i` as sent: a rewritten tool result carries its new output.
-fn rewritten_line(session: &Session, i: usize, plan: &ItemPlan) -> String {
+pub fn sent_line(session: &Session, i: usize, plan: &ItemPlan) -> String {
     let item = &session.items()[i];
     let rewrite = plan
         .verdict
@@ -161,8 +161,12 @@ pub struct Rendered {
     pub lines: Vec<String>,
 }
 
-enum Slot {
+/// One line of the prompt: a kept (or rewritten) item's, or a stub line for retired ones.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Slot {
+    /// Item `.0`, sent.
     Line(usize),
+    /// Stub groups of one epoch sharing a line (indexes into [`Layout::groups`]).
     Stub(DecisionEpoch, Vec<usize>),
 }
 
@@ -170,8 +174,104 @@ enum Slot {
 /// items that justify it; ids are unique, so positions group as ids would), within one epoch.
 type GroupKey<'p> = (Reason, &'p [usize], DecisionEpoch);
 
-/// One stub group: its reason, the ids that justify it and the positions of its items.
-type Group = (Reason, Vec<String>, Vec<usize>);
+/// One stub group: its reason, the positions of the items that justify it and the positions
+/// of its members.
+type Group = (Reason, Vec<usize>, Vec<usize>);
+
+/// The prompt's lines and stub groups, before any text is written: what [`render_planned`]
+/// writes, and what a live session that keeps its lines between compiles lays out again.
+#[derive(Debug, Clone, Default)]
+pub struct Layout {
+    /// The lines, in prompt order.
+    pub slots: Vec<Slot>,
+    groups: Vec<Group>,
+}
+
+impl Layout {
+    /// Lays out the compiled session from its plans ([`Session::plans`]).
+    pub fn of(session: &Session, plans: &[ItemPlan]) -> Layout {
+        let items = session.items();
+        let order = session.render_order();
+        let mut slots: Vec<Slot> = Vec::new();
+        let mut groups: Vec<Group> = Vec::new();
+        let mut group_of: HashMap<GroupKey<'_>, usize> = HashMap::default();
+        for &i in &order {
+            if matches!(items[i].kind, Kind::EdgeInjection { .. }) {
+                continue; // structure, not content
+            }
+            let Some(verdict) = plans[i]
+                .verdict
+                .as_ref()
+                .filter(|v| v.action == Action::Retire)
+            else {
+                slots.push(Slot::Line(i));
+                continue;
+            };
+            let epoch = session.decision_epoch(i);
+            let key = (verdict.reason, verdict.by.as_slice(), epoch);
+            if let Some(&g) = group_of.get(&key) {
+                groups[g].2.push(i);
+                continue;
+            }
+            let g = groups.len();
+            group_of.insert(key, g);
+            groups.push((verdict.reason, verdict.by.clone(), vec![i]));
+            let shares_line = |last: &DecisionEpoch| {
+                *last == epoch && !matches!(epoch, DecisionEpoch::Arrival(_))
+            };
+            match slots.last_mut() {
+                Some(Slot::Stub(last, gs)) if shares_line(last) => gs.push(g),
+                _ => slots.push(Slot::Stub(epoch, vec![g])),
+            }
+        }
+        Layout { slots, groups }
+    }
+
+    /// The first member of a stub line's first group: its place in the prompt.
+    pub fn first_member(&self, gs: &[usize]) -> usize {
+        gs.first()
+            .and_then(|&g| self.groups[g].2.first())
+            .copied()
+            .unwrap_or(usize::MAX)
+    }
+
+    /// What decides a stub line's text, as numbers (reason, justification and members of each
+    /// of its groups), written into `key`: two lines with equal keys have equal texts.
+    pub fn stub_key(&self, gs: &[usize], key: &mut Vec<usize>) {
+        key.clear();
+        for &g in gs {
+            let (reason, by, members) = &self.groups[g];
+            key.push(*reason as usize);
+            key.push(by.len());
+            key.extend_from_slice(by);
+            key.push(members.len());
+            key.extend_from_slice(members);
+        }
+    }
+
+    /// The text of a stub line (its groups, `gs`), newline included.
+    pub fn stub_line(&self, items: &[Item], gs: &[usize]) -> String {
+        let count: usize = gs.iter().map(|&g| self.groups[g].2.len()).sum();
+        let parts: Vec<String> = gs
+            .iter()
+            .map(|&g| {
+                let (reason, by, members) = &self.groups[g];
+                let mut part = String::new();
+                for (n, &m) in members.iter().enumerate() {
+                    if n > 0 {
+                        part.push(' ');
+                    }
+                    part.push_str(&items[m].id);
+                }
+                let by: Vec<String> = by.iter().map(|&b| items[b].id.clone()).collect();
+                let _ = write!(part, ": {}", reason_phrase(*reason, &by));
+                part
+            })
+            .collect();
+        let word = if count == 1 { "receipt" } else { "receipts" };
+        format!("[{word} {}]\n", parts.join("; "))
+    }
+}
 
 /// Renders the compiled session: kept events as lines, retired ones as grouped stubs.
 pub fn render(session: &Session) -> Rendered {
@@ -185,65 +285,12 @@ const LINE_WORK_BYTES: usize = 64;
 /// [`render`] with the plans already taken ([`Session::plans`]), for a caller that also
 /// reports them.
 pub fn render_planned(session: &Session, plans: &[ItemPlan]) -> Rendered {
-    let items = session.items();
-    let order = session.render_order();
-    let mut slots: Vec<Slot> = Vec::new();
-    // (reason, by) → (stub slot, group within it)
-    let mut groups: Vec<Group> = Vec::new();
-    let mut group_of: HashMap<GroupKey<'_>, usize> = HashMap::default();
-    for &i in &order {
-        if matches!(items[i].kind, Kind::EdgeInjection { .. }) {
-            continue; // structure, not content
-        }
-        let Some(verdict) = plans[i]
-            .verdict
-            .as_ref()
-            .filter(|v| v.action == Action::Retire)
-        else {
-            slots.push(Slot::Line(i));
-            continue;
-        };
-        let epoch = session.decision_epoch(i);
-        let key = (verdict.reason, verdict.by.as_slice(), epoch);
-        if let Some(&g) = group_of.get(&key) {
-            groups[g].2.push(i);
-            continue;
-        }
-        let g = groups.len();
-        group_of.insert(key, g);
-        let by = verdict.by.iter().map(|&b| items[b].id.clone()).collect();
-        groups.push((verdict.reason, by, vec![i]));
-        let shares_line =
-            |last: &DecisionEpoch| *last == epoch && !matches!(epoch, DecisionEpoch::Arrival(_));
-        match slots.last_mut() {
-            Some(Slot::Stub(last, gs)) if shares_line(last) => gs.push(g),
-            _ => slots.push(Slot::Stub(epoch, vec![g])),
-        }
-    }
+    let layout = Layout::of(session, plans);
     // Each line is written on its own, so a long trace writes its lines on every core.
-    let work = slots.len() * LINE_WORK_BYTES;
-    let lines = crate::parallel::map_in_order(&slots, work, |_, slot| match slot {
-        Slot::Line(i) => rewritten_line(session, *i, &plans[*i]),
-        Slot::Stub(_, gs) => {
-            let count: usize = gs.iter().map(|&g| groups[g].2.len()).sum();
-            let parts: Vec<String> = gs
-                .iter()
-                .map(|&g| {
-                    let (reason, by, members) = &groups[g];
-                    let mut part = String::new();
-                    for (n, &m) in members.iter().enumerate() {
-                        if n > 0 {
-                            part.push(' ');
-                        }
-                        part.push_str(&items[m].id);
-                    }
-                    let _ = write!(part, ": {}", reason_phrase(*reason, by));
-                    part
-                })
-                .collect();
-            let word = if count == 1 { "receipt" } else { "receipts" };
-            format!("[{word} {}]\n", parts.join("; "))
-        }
+    let work = layout.slots.len() * LINE_WORK_BYTES;
+    let lines = crate::parallel::map_in_order(&layout.slots, work, |_, slot| match slot {
+        Slot::Line(i) => sent_line(session, *i, &plans[*i]),
+        Slot::Stub(_, gs) => layout.stub_line(session.items(), gs),
     });
     let text = lines.concat();
     Rendered { text, lines }

@@ -47,10 +47,12 @@ def test_incremental_and_single_shot_agree(examples):
     events = [json.loads(line) for line in text.splitlines() if line.strip()]
     whole = ctxgc.compact_events(events)
     live = ctxgc.TraceGC()
-    for event in events:
+    for n, event in enumerate(events, 1):
         live.add_event(event)
-        live.compact()
-    assert live.compact()["prompt"] == whole["prompt"]
+        # Every result of a live session, kept up to date event by event, is the result of
+        # compacting what it holds at once: prompt, counts, decisions, receipts, everything.
+        assert live.compact() == ctxgc.compact_events(events[:n]), f"after {n} events"
+    assert live.compact() == whole
     # The bundled example compiles as the README shows.
     assert "[receipts e16 e17: duplicate of e13 e14; e18: repeated by e19]\n" in whole["prompt"]
     assert whole["prompt"].startswith("[e01] requirement: GET /users/{id} must answer in under 50 ms\n")
@@ -61,6 +63,41 @@ def test_incremental_and_single_shot_agree(examples):
     raw = ctxgc.TraceGC()
     raw.add_events(text.splitlines())
     assert raw.get_receipt("e02", raw=True) == e02
+
+
+def test_live_results_stay_exact_over_a_long_generated_trace(tmp_path):
+    events = []
+    parent = None
+    for i in range(600):
+        kind = i % 5
+        eid = f"e{i}"
+        if kind == 0:
+            event = {"id": eid, "type": "set_var", "key": f"k{i % 13}", "value": i}
+        elif kind == 1:
+            event = {"id": eid, "type": "tool_call", "tool_name": "search", "arguments": {"q": f"q{i % 7}"}}
+        elif kind == 2:
+            event = {"id": eid, "type": "tool_result", "call_id": f"e{i - 1}", "result": {"hits": i % 7}}
+        elif kind == 3:
+            event = {"id": eid, "type": "file_read", "path": f"src/m{i % 9}.py"}
+        else:
+            event = {"id": eid, "type": "file_edit", "path": f"src/m{i % 9}.py", "diff_hash": f"h{i}"}
+        event.update(parent_id=parent, timestamp=i)
+        parent = eid
+        events.append(event)
+    memory = ctxgc.TraceGC()
+    stored = ctxgc.TraceGC(db=tmp_path / "live.db", context_id="long")
+    for n, event in enumerate(events, 1):
+        memory.add_event(event)
+        stored.add_event(event)
+        if n % 37 == 0 or n == len(events):
+            expected = ctxgc.compact_events(events[:n])
+            assert memory.compact() == expected, f"memory, after {n} events"
+            assert stored.compact() == expected, f"SQLite, after {n} events"
+    # The shared objects were not changed by a later result.
+    first = memory.compact()
+    memory.add_event({"id": "last", "type": "set_var", "key": "k0", "value": -1, "parent_id": parent, "timestamp": 600})
+    memory.compact()
+    assert first == expected
 
 
 def test_tracegc_fixture_format_and_retention(examples):
