@@ -130,10 +130,10 @@ impl LiveReport {
         };
         let fresh = self.plans.len();
         let items = session.items();
-        for i in fresh..n {
-            let tokens = match items[i].kind {
+        for item in &items[fresh..n] {
+            let tokens = match item.kind {
                 Kind::EdgeInjection { .. } => 0,
-                _ => self.tokenizer.count(&prompt::event_line(&items[i])),
+                _ => self.tokenizer.count(&prompt::event_line(item)),
             };
             self.before.push(tokens);
             self.tokens_before += tokens;
@@ -173,11 +173,11 @@ impl LiveReport {
         self.changed = (!all).then_some(changed);
         if appended_only {
             let prompt = Arc::make_mut(&mut self.prompt);
-            for i in fresh..n {
-                if matches!(items[i].kind, Kind::EdgeInjection { .. }) {
+            for (i, item) in items.iter().enumerate().take(n).skip(fresh) {
+                if matches!(item.kind, Kind::EdgeInjection { .. }) {
                     continue;
                 }
-                let line = prompt::event_line(&items[i]);
+                let line = prompt::event_line(item);
                 prompt.push_str(&line);
                 self.tokens_after += self.before[i];
                 self.sent[i] = Some((line, self.before[i]));

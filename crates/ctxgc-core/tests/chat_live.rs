@@ -49,6 +49,31 @@ fn replay(at: &str, messages: &[Value], options: &Options, every: usize) -> usiz
                 whole.decisions,
                 "{at}: decisions after {n} messages"
             );
+            // The message list kept item by item is the whole compile's, with its counts.
+            if let Some(sent) = live.sent().expect("lists") {
+                let list = format!(
+                    "[{}]",
+                    sent.messages
+                        .iter()
+                        .map(|m| m.json)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                );
+                let output: Value = serde_json::from_str(&whole.output).expect("output parses");
+                let items = match &output {
+                    Value::Object(map) => map.get("messages").or_else(|| map.get("input")),
+                    list => Some(list),
+                };
+                let listed: Value = serde_json::from_str(&list).expect("the list parses");
+                assert_eq!(Some(&listed), items, "{at}: sent list after {n} messages");
+                assert_eq!(
+                    sent.tokens_before, whole.tokens_before,
+                    "{at}: tokens before"
+                );
+                assert_eq!(sent.tokens_after, whole.tokens_after, "{at}: tokens after");
+                let actions: Vec<_> = whole.decisions.iter().map(|d| d.action).collect();
+                assert_eq!(sent.actions, actions.as_slice(), "{at}: actions");
+            }
             compared += 1;
         }
     }

@@ -102,8 +102,10 @@ fn one_event_at_a_time_matches_a_fresh_report_at_every_step() {
 
 #[test]
 fn batches_and_the_other_tokenizer_match_too() {
-    let mut options = Options::default();
-    options.tokenizer = Tokenizer::Cl100kBase;
+    let options = Options {
+        tokenizer: Tokenizer::Cl100kBase,
+        ..Options::default()
+    };
     for (name, items) in traces() {
         check(&name, &items, &options, 7);
     }

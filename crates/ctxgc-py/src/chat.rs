@@ -73,7 +73,7 @@ fn is_chat(format: Format) -> bool {
 
 /// The telemetry of a chat compile: the compiler's report (as `ctxgc compile --json` prints
 /// it, without the output) and, under the names contextgc users know, the same figures.
-fn telemetry(compiled: &Compiled) -> PyResult<Value> {
+pub(crate) fn telemetry(compiled: &Compiled) -> PyResult<Value> {
     let mut report = serde_json::to_value(compiled)
         .map_err(|e| internal_error(format!("cannot serialise the report: {e}")))?;
     let Value::Object(map) = &mut report else {

@@ -14,6 +14,7 @@ mod chat;
 mod convert;
 mod errors;
 mod events;
+mod live_chat;
 mod options;
 mod projection;
 
@@ -27,6 +28,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(chat::receipt, m)?)?;
     m.add_function(wrap_pyfunction!(events::compact_events, m)?)?;
     m.add_class::<events::TraceGc>()?;
+    m.add_class::<live_chat::Chat>()?;
     m.add_function(wrap_pyfunction!(projection::learn, m)?)?;
     m.add_function(wrap_pyfunction!(projection::measure, m)?)?;
     m.add_function(wrap_pyfunction!(projection::report, m)?)?;

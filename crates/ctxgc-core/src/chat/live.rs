@@ -33,6 +33,7 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use crate::chat::ChatConfig;
+use crate::chat::compile::payload_tokens;
 use crate::chat::compile::{ChatInput, lower_chat_input, session_of};
 use crate::chat::lowering::{ChatDoc, ResultCheck, lower_unchecked, message_format, provider_id};
 use crate::chat::register;
@@ -41,7 +42,11 @@ use crate::compile::Options;
 use crate::error::{Diagnostic, Error};
 use crate::frontend::RawItem;
 use crate::ir::Format;
-use crate::render::messages::RenderedChat;
+use crate::ir::Kind;
+use crate::plan::{Action, Reason};
+use crate::render::messages::{
+    RenderedChat, Source, item_json, register_message, register_position,
+};
 use crate::session::Session;
 
 /// A chat kept in memory and compiled message by message.
@@ -60,6 +65,53 @@ pub struct LiveChat {
     provider_ids: HashSet<String>,
     /// Messages in the list (the Anthropic top-level system prompt is not one of them).
     messages: usize,
+    /// Each message as sent, kept between calls of [`LiveChat::sent`].
+    kept: SentCache,
+}
+
+/// What [`LiveChat::sent`] keeps per item between calls: brought up to date for the items
+/// whose plan may have changed ([`Session::take_changes`]).
+#[derive(Debug, Clone, Default)]
+struct SentCache {
+    /// The item as sent (`None`: retired), once written.
+    json: Vec<Option<String>>,
+    /// Tokens of the item as sent.
+    after: Vec<usize>,
+    /// Tokens of the item as given.
+    before: Vec<usize>,
+    tokens_before: usize,
+    actions: Vec<Action>,
+    reasons: Vec<Option<Reason>>,
+    /// The register message as sent, and its tokens.
+    register: Option<(String, usize)>,
+}
+
+/// One message of the compiled list: where it comes from and its JSON text.
+#[derive(Debug, Clone, Copy)]
+pub struct SentMessage<'a> {
+    /// The item it is (or the register).
+    pub source: Source,
+    /// Its JSON, as sent.
+    pub json: &'a str,
+}
+
+/// The compiled message list of a live chat, with its counts: what
+/// [`crate::compile()`] gives for the whole transcript, without writing the document.
+#[derive(Debug, Clone)]
+pub struct Sent<'a> {
+    /// The messages, in order.
+    pub messages: Vec<SentMessage<'a>>,
+    /// Exact tokens of the messages as given.
+    pub tokens_before: usize,
+    /// Exact tokens of the messages as sent (the register included).
+    pub tokens_after: usize,
+    /// Items whose sent text may differ from the last call's (new ones included), sorted;
+    /// `None`: every one may.
+    pub changed: Option<Vec<usize>>,
+    /// Every item's action, in input order.
+    pub actions: &'a [Action],
+    /// Every item's reason, in input order.
+    pub reasons: &'a [Option<Reason>],
 }
 
 fn refuse(message: impl Into<String>) -> Error {
@@ -118,6 +170,7 @@ impl LiveChat {
             results,
             provider_ids,
             messages,
+            kept: SentCache::default(),
         })
     }
 
@@ -227,6 +280,107 @@ impl LiveChat {
     /// The `[ACTIVE_AGENT_STATE]` register as it is sent now, if any fact is live.
     pub fn register(&self) -> Option<String> {
         register::render(&self.ledger.facts())
+    }
+
+    /// The compiled message list and its exact counts, kept up to date item by item: it costs
+    /// in proportion to what was appended and what that changed, plus one pass to list the
+    /// messages. `Ok(None)` where the output is not a plain list of the items (an Anthropic
+    /// chat, whose system prompt carries the register; a conversion with `--to`; a Responses
+    /// input given as one string): [`LiveChat::render`] writes those.
+    pub fn sent(&mut self) -> Result<Option<Sent<'_>>, Error> {
+        let format = self.doc.format;
+        if format == Format::Anthropic
+            || self.doc.system_item.is_some()
+            || self.doc.input_was_string
+            || self.options.chat.to.is_some_and(|to| to != format)
+        {
+            return Ok(None);
+        }
+        let tokenizer = self.options.tokenizer;
+        let changes = self.session.take_changes();
+        let items = self.session.items();
+        let n = items.len();
+        let kept = &mut self.kept;
+        let all = changes.is_none() || n < kept.actions.len();
+        if all {
+            *kept = SentCache::default();
+        }
+        let old = kept.actions.len();
+        for item in &items[old..] {
+            let tokens = match item.kind {
+                Kind::Message(_) => payload_tokens(format, &item.raw, tokenizer),
+                _ => 0,
+            };
+            kept.before.push(tokens);
+            kept.tokens_before += tokens;
+        }
+        kept.json.resize(n, None);
+        kept.after.resize(n, 0);
+        kept.actions.resize(n, Action::Keep);
+        kept.reasons.resize(n, None);
+        let changed: Vec<usize> = match changes {
+            Some(list) if !all => {
+                let mut list: Vec<usize> = list.into_iter().filter(|&i| i < old).collect();
+                list.extend(old..n);
+                list
+            }
+            _ => (0..n).collect(),
+        };
+        for &i in &changed {
+            let plan = self.session.plan_of(i);
+            kept.actions[i] = plan.action();
+            kept.reasons[i] = plan.verdict.as_ref().map(|v| v.reason);
+            let json = item_json(format, &self.session, i, false)?;
+            kept.after[i] = match &json {
+                Some(j) if *j == items[i].raw => kept.before[i],
+                Some(j) => payload_tokens(format, j, tokenizer),
+                None => 0,
+            };
+            kept.json[i] = json;
+        }
+        let register = register::render(&self.ledger.facts());
+        kept.register = match (register, kept.register.take()) {
+            (None, _) => None,
+            (Some(r), old) => {
+                let json = register_message(format, &r).to_string();
+                match old {
+                    Some((text, tokens)) if text == json => Some((text, tokens)),
+                    _ => {
+                        let tokens = payload_tokens(format, &json, tokenizer);
+                        Some((json, tokens))
+                    }
+                }
+            }
+        };
+        let at = register_position(items, None);
+        let mut messages = Vec::with_capacity(n + 1);
+        let mut tokens_after = 0;
+        for i in 0..=n {
+            if i == at
+                && let Some((json, tokens)) = &kept.register
+            {
+                messages.push(SentMessage {
+                    source: Source::Register,
+                    json,
+                });
+                tokens_after += tokens;
+            }
+            if let Some(Some(json)) = kept.json.get(i) {
+                messages.push(SentMessage {
+                    source: Source::Item(i),
+                    json,
+                });
+                tokens_after += kept.after[i];
+            }
+        }
+        Ok(Some(Sent {
+            messages,
+            tokens_before: kept.tokens_before,
+            tokens_after,
+            changed: (!all).then_some(changed),
+            actions: &kept.actions,
+            reasons: &kept.reasons,
+        }))
     }
 
     /// The compiled document, as [`crate::compile()`] writes it for the whole transcript.

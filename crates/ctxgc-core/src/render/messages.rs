@@ -166,7 +166,7 @@ pub fn item_json(
 }
 
 /// Where the register goes: after the leading run of system items.
-fn register_position(items: &[Item], skip: Option<usize>) -> usize {
+pub fn register_position(items: &[Item], skip: Option<usize>) -> usize {
     items
         .iter()
         .enumerate()

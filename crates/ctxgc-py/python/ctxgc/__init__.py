@@ -18,6 +18,15 @@ Chat histories (OpenAI Chat Completions, Anthropic Messages, OpenAI Responses in
     [ACTIVE_AGENT_STATE]
     - cabin_class = "business" (m2, declared)
 
+In an agent loop, a :class:`Chat` keeps the history compiled between requests, so each
+compile costs what was appended (``compile_messages`` compiles the whole history)::
+
+    >>> chat = ctxgc.Chat()
+    >>> chat.append({"role": "user", "content": "Move me to business, please."})
+    >>> messages, telemetry = chat.compiled()
+    >>> len(messages), telemetry["tokens_before"] == telemetry["tokens_after"]
+    (1, True)
+
 Structured event traces, single shot or as a live session::
 
     >>> result = ctxgc.compact_events([
@@ -45,6 +54,7 @@ from ._middleware import (
 )
 from ._native import (
     AutoTrim,
+    Chat,
     Projection,
     TraceGC,
     __version__,
@@ -60,6 +70,7 @@ from ._native import (
 
 __all__ = [
     "AutoTrim",
+    "Chat",
     "ConflictError",
     "Error",
     "ExpandError",

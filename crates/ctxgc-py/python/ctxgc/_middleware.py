@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
+from collections import OrderedDict
 from typing import Any, Callable
 
-from ._native import compile_messages
+from ._native import Chat, compile_messages
 
 __all__ = ["wrap", "call_openai_with_compaction", "call_anthropic_with_compaction"]
 
@@ -19,14 +21,40 @@ __all__ = ["wrap", "call_openai_with_compaction", "call_anthropic_with_compactio
 BYPASS = "ctxgc"
 
 
+#: Conversations a wrapped client keeps compiled at once (the least recently used goes first).
+LIVE_CONVERSATIONS = 32
+
+
 class _Compiler:
-    """Compiles the history of one request and remembers the last telemetry."""
+    """Compiles the history of one request and remembers the last telemetry.
+
+    Each conversation is kept compiled in a :class:`ctxgc.Chat`, found by the first message
+    object of its history: a loop that appends to its history and sends it again pays for
+    the new messages only. (``cache-stable`` compiles each request whole.)"""
 
     def __init__(self, preset: str, options: dict[str, Any], on_compile: Callable[[dict], None] | None):
         self.preset = preset
         self.options = options
         self.on_compile = on_compile
         self.last_telemetry: dict[str, Any] | None = None
+        self.live = preset != "cache-stable"
+        self._chats: OrderedDict[tuple[str, int], Chat] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _compile(self, messages: list, fmt: str, system: Any = None) -> tuple[Any, dict[str, Any]]:
+        if not self.live:
+            return compile_messages(messages, self.preset, system=system, format=fmt, **self.options)
+        key = (fmt, id(messages[0]))
+        with self._lock:
+            chat = self._chats.pop(key, None)
+            if chat is None:
+                chat = Chat(preset=self.preset, format=fmt, **self.options)
+            self._chats[key] = chat
+            while len(self._chats) > LIVE_CONVERSATIONS:
+                self._chats.popitem(last=False)
+            # Chat.compile() checks that the list is the one it saw with messages added;
+            # any other list (an id reused, a history edited) is compiled afresh.
+            return chat.compile(messages, system=system)
 
     def _done(self, telemetry: dict[str, Any]) -> None:
         self.last_telemetry = telemetry
@@ -38,9 +66,7 @@ class _Compiler:
             return kwargs
         messages = kwargs.get("messages")
         if isinstance(messages, (list, tuple)) and messages:
-            compiled, telemetry = compile_messages(
-                list(messages), self.preset, format="openai-chat", **self.options
-            )
+            compiled, telemetry = self._compile(list(messages), "openai-chat")
             kwargs["messages"] = compiled
             self._done(telemetry)
         return kwargs
@@ -50,9 +76,7 @@ class _Compiler:
             return kwargs
         items = kwargs.get("input")
         if isinstance(items, (list, tuple)) and items:
-            compiled, telemetry = compile_messages(
-                list(items), self.preset, format="responses", **self.options
-            )
+            compiled, telemetry = self._compile(list(items), "responses")
             kwargs["input"] = compiled
             self._done(telemetry)
         return kwargs
@@ -66,9 +90,7 @@ class _Compiler:
         system = kwargs.get("system")
         if not isinstance(system, (str, list, tuple)):
             system = None  # absent, or the SDK's NOT_GIVEN sentinel
-        compiled, telemetry = compile_messages(
-            list(messages), self.preset, system=system, format="anthropic", **self.options
-        )
+        compiled, telemetry = self._compile(list(messages), "anthropic", system)
         kwargs["messages"] = compiled
         if "system" in telemetry:
             # The register is a block of the top-level system prompt.
@@ -204,7 +226,10 @@ def wrap(
     client itself is not modified. ``options`` are those of :func:`ctxgc.compile_messages`
     (``schema``, ``keep_tools``, ``expand_tool``, ...); ``create(..., ctxgc=False)`` sends
     one request as it is. The telemetry of the latest compile is ``last_telemetry``, and
-    ``on_compile(telemetry)`` is called after each compile.
+    ``on_compile(telemetry)`` is called after each compile. Each conversation stays
+    compiled between requests (a :class:`ctxgc.Chat` per history, up to
+    ``LIVE_CONVERSATIONS``), so a request costs what its history added; its telemetry holds
+    the counts and retired turns (``Chat.report()`` has the decisions).
 
     Example::
 

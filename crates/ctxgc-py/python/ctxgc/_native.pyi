@@ -95,6 +95,50 @@ def compact_events(
     ``tokens_after``, ``pruned_ids``, ``receipts`` (each with the original ``event``),
     ``compact_events``, ``protected_ids``, ``decisions`` and ``warnings``."""
 
+class Chat:
+    """A chat history kept compiled between requests: ``append``/``extend`` messages as they
+    happen, ``compiled()`` before each request; or ``compile(history)`` with the whole list,
+    which recognises the list it saw last with messages added. Each call costs what was
+    added. Results equal ``compile_messages`` of the whole history; the telemetry holds the
+    counts and retired turns (``report()`` gives the full one). The options are those of
+    ``compile_messages`` (``cache-stable`` is refused). Message dicts in results are shared
+    with later results: copy one before changing it.
+
+    >>> chat = Chat([{"role": "user", "content": "hi"}])
+    >>> chat.append({"role": "assistant", "content": "Hello!"})
+    >>> [m["role"] for m in chat.compiled()[0]]
+    ['user', 'assistant']
+    """
+
+    def __init__(
+        self,
+        messages: Sequence[Message] | None = None,
+        preset: Preset = "default",
+        schema: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+        *,
+        system: str | Sequence[Mapping[str, Any]] | None = None,
+        format: ChatFormat | None = None,
+        to: ChatFormat | None = None,
+        tokenizer: TokenizerName = "o200k_base",
+        schema_policy: Literal["flag", "reject", "off"] = "flag",
+        keep_tools: Sequence[str] | None = None,
+        expand_tool: str | None = None,
+        max_rows: int | None = None,
+        keep_rows: int | None = None,
+        max_lines: int | None = None,
+        safety_words: Sequence[str] | None = None,
+        max_keys: int = 64,
+        max_value_chars: int = 256,
+    ) -> None: ...
+    def append(self, message: Message) -> None: ...
+    def extend(self, messages: Sequence[Message]) -> None: ...
+    def compiled(self) -> tuple[list[Any], dict[str, Any]]: ...
+    def compile(
+        self, messages: Sequence[Message], *, system: str | Sequence[Mapping[str, Any]] | None = None
+    ) -> tuple[list[Any], dict[str, Any]]: ...
+    def report(self) -> dict[str, Any]: ...
+    def __len__(self) -> int: ...
+
 class TraceGC:
     """An agent's event history: ``add_event`` as events happen, ``compact()`` on demand.
     In memory by default; ``db="ctxgc.db"`` or ``db="postgres://..."`` stores it."""

@@ -48,7 +48,11 @@ def test_openai_sync_create_sends_the_compiled_history(provider):
     expected, telemetry = ctxgc.compile_messages(AIRLINE, format="openai-chat")
     assert provider.requests[-1]["body"]["messages"] == expected
     assert provider.requests[-1]["body"]["model"] == "gpt-4o-mini"
-    assert client.last_telemetry == telemetry == seen[-1]
+    # The conversation is kept compiled (a ctxgc.Chat): its telemetry holds the counts and
+    # retired turns, each as compile_messages gives it.
+    assert client.last_telemetry is seen[-1]
+    for key in ("tokens_before", "tokens_after", "tokens_saved", "retired_turn_indices", "format"):
+        assert seen[-1][key] == telemetry[key], key
     assert history == AIRLINE  # the caller's list is untouched
     # The client itself is not modified; other attributes are the client's own.
     raw.chat.completions.create(model="m", messages=AIRLINE)
@@ -160,3 +164,20 @@ def test_wrap_checks_what_it_is_given():
 
     with pytest.raises(ctxgc.UsageError, match="unknown preset"):
         ctxgc.wrap(openai.OpenAI(api_key="k"), preset="tiny")
+
+
+def test_a_growing_conversation_sends_what_a_whole_compile_gives_at_every_request(provider):
+    """The loop a wrapped client serves: one history appended to and sent again, twice over
+    (two conversations interleaved), each request as compile_messages would compile it."""
+    client = ctxgc.wrap(openai_client(provider))
+    first, second = [], []
+    for n in range(len(TOOL_CHAT)):
+        for history, source in ((first, TOOL_CHAT), (second, AIRLINE[: len(TOOL_CHAT)])):
+            history.append(source[n])
+            client.chat.completions.create(model="m", messages=history)
+            assert provider.requests[-1]["body"]["messages"] == ctxgc.compile_messages(history)[0]
+    # An edited history is compiled afresh.
+    edited = copy.deepcopy(first)
+    edited[1] = dict(edited[1], content="Something else entirely.")
+    client.chat.completions.create(model="m", messages=edited)
+    assert provider.requests[-1]["body"]["messages"] == ctxgc.compile_messages(edited)[0]
