@@ -10,6 +10,12 @@
 
 use pyo3::prelude::*;
 
+// The allocator the `ctxgc` binary uses. A compile allocates and frees many small pieces
+// (items, blocks, counts); under the C library's allocator that was a fifth of a small
+// compile's time. Python objects are still allocated by Python.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod chat;
 mod convert;
 mod errors;

@@ -138,6 +138,15 @@ impl Default for SafetySignals {
     }
 }
 
+impl SafetySignals {
+    /// The default signals, built once and shared.
+    pub fn shared_default() -> std::sync::Arc<SafetySignals> {
+        static DEFAULT: std::sync::LazyLock<std::sync::Arc<SafetySignals>> =
+            std::sync::LazyLock::new(|| std::sync::Arc::new(SafetySignals::default()));
+        DEFAULT.clone()
+    }
+}
+
 /// Splits text into lower-case words: at every non-alphanumeric character and at camelCase
 /// humps (`ValueError` → `value`, `error`; `HTTPServer` → `http`, `server`).
 ///

@@ -228,8 +228,9 @@ pub struct ChatConfig {
     pub keep_tools: Vec<String>,
     /// The recall tool, if the model has one.
     pub expand_tool: Option<String>,
-    /// Rows and lines carrying one of these words are always kept.
-    pub safety: compact::SafetySignals,
+    /// Rows and lines carrying one of these words are always kept. Shared: every pass of a
+    /// pipeline holds the config, and the default list is built once per process.
+    pub safety: std::sync::Arc<compact::SafetySignals>,
     /// Declared-state rules (schema, policy, caps).
     pub state: state::StateConfig,
     /// Counts tokens for "never make an output larger".
@@ -297,8 +298,13 @@ impl ChatConfig {
                 tail,
             }
         });
-        let mut safety = compact::SafetySignals::default();
-        safety.add_words(&options.extra_safety_words);
+        let safety = if options.extra_safety_words.is_empty() {
+            compact::SafetySignals::shared_default()
+        } else {
+            let mut safety = compact::SafetySignals::default();
+            safety.add_words(&options.extra_safety_words);
+            std::sync::Arc::new(safety)
+        };
         ChatConfig {
             preset: options.preset,
             retire_superseded_facts: lossy,

@@ -70,9 +70,13 @@ def test_bundled_fixture_files(fixtures):
 
 
 def test_anthropic_histories_with_a_system_prompt():
-    chat = replay_each_message(ANTHROPIC["messages"], system=ANTHROPIC["system"], fmt="anthropic")
+    chat = replay_each_message(ANTHROPIC, system="You book tables.", fmt="anthropic")
     messages, telemetry = chat.compiled()
-    assert telemetry["format"] == "anthropic" and "system" in telemetry
+    assert telemetry["format"] == "anthropic"
+    assert telemetry["system"][0] == {"type": "text", "text": "You book tables."}
+    # Without a system prompt the register still gets one.
+    chat = replay_each_message(ANTHROPIC, fmt="anthropic")
+    assert "party_size = 3" in json.dumps(chat.compiled()[1]["system"])
 
 
 def test_corpus_transcripts_step_by_step(corpus):
