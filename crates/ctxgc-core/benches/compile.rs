@@ -7,6 +7,9 @@
 //! - `incremental/append1_compile_render`: the same, plus rendering the whole prompt.
 //! - `incremental/append1_compile_cache_stable`: `append1_compile` on a cache-stable session
 //!   (each event a check point that prices a compaction step).
+//! - `incremental/append1_live_report/10000`: a live session of 10k events with its
+//!   [`LiveReport`]: append one event, compile, bring the prompt, its exact counts and the
+//!   decisions up to date (what Python's `TraceGC.add_event` + `compact()` pays per step).
 //!
 //! Run: `cargo bench -p ctxgc-core --bench compile`. Freeing the session is not measured
 //! (a compile's output is used, then freed, by the caller).
@@ -16,6 +19,7 @@ use std::time::Duration;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
 use ctxgc_core::frontend::events::{EventOptions, lower_events};
+use ctxgc_core::live_report::LiveReport;
 use ctxgc_core::render::prompt;
 use ctxgc_core::{Item, Session};
 
@@ -127,6 +131,40 @@ fn incremental(c: &mut Criterion) {
     });
     group.bench_function("append1_compile_cache_stable/100000", |b| {
         b.iter_custom(|iters| run(&cache_stable, iters, 1000, false))
+    });
+    // A live report over 10k events; reset every 1,000 steps like the sessions above.
+    let (_, items) = lowered(10_000);
+    let last = items.last().map(|i| i.id.clone()).unwrap_or_default();
+    let mut live_base = Session::new(Default::default());
+    live_base.extend(items).expect("valid");
+    live_base.compile();
+    let mut report_base = LiveReport::new(Default::default());
+    let changes = live_base.take_changes();
+    report_base.update(&live_base, changes);
+    group.bench_function("append1_live_report/10000", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            let mut done = 0u64;
+            while done < iters {
+                let mut session = live_base.clone();
+                let mut report = report_base.clone();
+                let mut parent = last.clone();
+                let n = 1000.min(iters - done);
+                let start = std::time::Instant::now();
+                for k in 0..n {
+                    let item = next_event(k as usize, &parent);
+                    parent = item.id.clone();
+                    session.append(item).expect("valid");
+                    session.compile();
+                    let changes = session.take_changes();
+                    report.update(&session, changes);
+                    black_box(report.tokens_after());
+                }
+                total += start.elapsed();
+                done += n;
+            }
+            total
+        })
     });
     group.finish();
 }

@@ -8,6 +8,9 @@
 //!   transcripts, with exact counts (warm count cache) and with `Counting::Skip`;
 //! - `chat/append1_recompile/10000`: a stateless caller's step on a live session: the chat
 //!   grown by one message, compiled whole;
+//! - `chat/live_append1_sent/1000`: a [`LiveChat`](ctxgc_core::chat::live::LiveChat) of 1k
+//!   messages: append one, compile it, take the messages as sent and their exact counts (what
+//!   Python's `Chat.append` + `compiled()` pays per step, before building Python objects);
 //! - `events/compile_tiny`: a 10-event trace, whole compile in-process.
 //!
 //! The transcripts are `tau-bench-airline-gpt4o.jsonl` from the shared corpus (`CTXGC_CORPUS`,
@@ -102,6 +105,35 @@ fn chats(c: &mut Criterion) {
         .map(|n| serde_json::to_string(&full[..n]).expect("prefix serialises"))
         .collect();
     let mut step = 0;
+    // A live chat of 1k messages, grown one message a step (reset every 200 steps).
+    let values: Vec<serde_json::Value> =
+        serde_json::from_str(&chat(&records, 1_250)).expect("chat parses");
+    // The opening ends where no tool call is left waiting for its result.
+    let at = (1000..values.len())
+        .find(|&i| values[i - 1].get("tool_calls").is_none() && values[i]["role"] != "tool")
+        .expect("a message boundary");
+    let grown: Vec<String> = values.iter().map(|m| m.to_string()).collect();
+    let opening = format!("[{}]", grown[..at].join(","));
+    let live = ctxgc_core::chat::live::LiveChat::new(&opening, &exact).expect("compiles");
+    group.bench_function(BenchmarkId::new("live_append1_sent", 1_000), |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            let mut done = 0u64;
+            while done < iters {
+                let mut chat = live.clone();
+                let n = 200.min(iters - done);
+                let start = std::time::Instant::now();
+                for message in &grown[at..at + n as usize] {
+                    chat.append(message).expect("appends");
+                    let sent = chat.sent().expect("compiles").expect("a list");
+                    black_box(sent.tokens_after);
+                }
+                total += start.elapsed();
+                done += n;
+            }
+            total
+        })
+    });
     group.bench_function(BenchmarkId::new("append1_recompile", 10_000), |b| {
         b.iter(|| {
             step = (step + 1) % prefixes.len();
