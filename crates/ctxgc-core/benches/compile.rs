@@ -86,6 +86,58 @@ fn next_event(n: usize, parent: &str) -> Item {
     .expect("valid")
 }
 
+/// What a measured step does after appending one event.
+#[derive(Clone, Copy, PartialEq)]
+enum Step {
+    /// Brings the plan up to date.
+    Compile,
+    /// Compiles and renders the whole prompt.
+    Render,
+    /// Compiles and brings the live report (prompt, counts, decisions) up to date.
+    Report,
+}
+
+/// Times `iters` steps, each appending one event to `base` (and its report) and doing `step`.
+/// The session is reset to `base` every `chunk` appends (outside the measurement), so every
+/// measured append lands on a session of N..N+chunk events.
+fn steps(
+    base: &Session,
+    report: Option<&LiveReport>,
+    last: &str,
+    iters: u64,
+    chunk: u64,
+    step: Step,
+) -> Duration {
+    let mut total = Duration::ZERO;
+    let mut done = 0u64;
+    while done < iters {
+        let mut session = base.clone();
+        let mut report = report.cloned();
+        let mut parent = last.to_owned();
+        let n = chunk.min(iters - done);
+        let start = std::time::Instant::now();
+        for k in 0..n {
+            let item = next_event(k as usize, &parent);
+            parent = item.id.clone();
+            session.append(item).expect("valid");
+            session.compile();
+            match (step, report.as_mut()) {
+                (Step::Render, _) => black_box(prompt::render(&session).text.len()),
+                (Step::Report, Some(report)) => {
+                    let changes = session.take_changes();
+                    report.update(&session, changes);
+                    black_box(report.tokens_after())
+                }
+                _ => 0,
+            };
+        }
+        total += start.elapsed();
+        done += n;
+        drop(session);
+    }
+    total
+}
+
 fn incremental(c: &mut Criterion) {
     let mut group = c.benchmark_group("incremental");
     group.sample_size(30);
@@ -98,41 +150,16 @@ fn incremental(c: &mut Criterion) {
     cache_stable.compile();
     base.extend(items).expect("valid");
     base.compile();
-    // The session is reset to its 100k-event state every `chunk` appends (outside the
-    // measurement), so every measured append lands on a session of 100k..100k+chunk events.
-    let run = |base: &Session, iters: u64, chunk: u64, render: bool| {
-        let mut total = Duration::ZERO;
-        let mut done = 0u64;
-        while done < iters {
-            let mut session = base.clone();
-            let mut parent = last.clone();
-            let n = chunk.min(iters - done);
-            let start = std::time::Instant::now();
-            for k in 0..n {
-                let item = next_event(k as usize, &parent);
-                parent = item.id.clone();
-                session.append(item).expect("valid");
-                session.compile();
-                if render {
-                    black_box(prompt::render(&session).text.len());
-                }
-            }
-            total += start.elapsed();
-            done += n;
-            drop(session);
-        }
-        total
-    };
     group.bench_function("append1_compile/100000", |b| {
-        b.iter_custom(|iters| run(&base, iters, 1000, false))
+        b.iter_custom(|iters| steps(&base, None, &last, iters, 1000, Step::Compile))
     });
     group.bench_function("append1_compile_render/100000", |b| {
-        b.iter_custom(|iters| run(&base, iters, 5, true))
+        b.iter_custom(|iters| steps(&base, None, &last, iters, 5, Step::Render))
     });
     group.bench_function("append1_compile_cache_stable/100000", |b| {
-        b.iter_custom(|iters| run(&cache_stable, iters, 1000, false))
+        b.iter_custom(|iters| steps(&cache_stable, None, &last, iters, 1000, Step::Compile))
     });
-    // A live report over 10k events; reset every 1,000 steps like the sessions above.
+    // A live report over 10k events.
     let (_, items) = lowered(10_000);
     let last = items.last().map(|i| i.id.clone()).unwrap_or_default();
     let mut live_base = Session::new(Default::default());
@@ -143,27 +170,14 @@ fn incremental(c: &mut Criterion) {
     report_base.update(&live_base, changes);
     group.bench_function("append1_live_report/10000", |b| {
         b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            let mut done = 0u64;
-            while done < iters {
-                let mut session = live_base.clone();
-                let mut report = report_base.clone();
-                let mut parent = last.clone();
-                let n = 1000.min(iters - done);
-                let start = std::time::Instant::now();
-                for k in 0..n {
-                    let item = next_event(k as usize, &parent);
-                    parent = item.id.clone();
-                    session.append(item).expect("valid");
-                    session.compile();
-                    let changes = session.take_changes();
-                    report.update(&session, changes);
-                    black_box(report.tokens_after());
-                }
-                total += start.elapsed();
-                done += n;
-            }
-            total
+            steps(
+                &live_base,
+                Some(&report_base),
+                &last,
+                iters,
+                1000,
+                Step::Report,
+            )
         })
     });
     group.finish();

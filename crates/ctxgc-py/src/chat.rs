@@ -80,47 +80,84 @@ pub(crate) fn telemetry(compiled: &Compiled) -> PyResult<Value> {
         return Err(internal_error("the report is not an object".into()));
     };
     map.remove("output");
-    let before = compiled.tokens_before;
-    let after = compiled.tokens_after;
-    let saved = before.saturating_sub(after);
-    let retired: Vec<usize> = compiled
-        .decisions
-        .iter()
-        .enumerate()
-        .filter(|(_, d)| d.action == Action::Retire)
-        .map(|(i, _)| i)
-        .collect();
-    let compacted = compiled
-        .decisions
-        .iter()
-        .filter(|d| {
-            matches!(
-                d.reason,
-                Some(Reason::CompactJson | Reason::SampleRows | Reason::FoldText)
-            )
-        })
-        .count();
-    let ratio = if before == 0 {
-        0.0
-    } else {
-        (saved as f64 * 1000.0 / before as f64).round() / 10.0
-    };
+    let c = ContextgcCounts::of(
+        compiled.tokens_before,
+        compiled.tokens_after,
+        compiled.tokenizer,
+        compiled.decisions.iter().map(|d| (d.action, d.reason)),
+    );
     let aliases = json!({
-        "raw_token_count": before,
-        "compiled_token_count": after,
-        "tokens_saved": saved,
-        "compression_ratio_pct": ratio,
-        "token_growth": after as i64 - before as i64,
-        "context_grew": after > before,
-        "token_estimator": format!("exact BPE ({})", compiled.tokenizer),
-        "retired_turn_indices": retired,
-        "retired_turn_count": retired.len(),
-        "tool_payloads_compacted": compacted,
+        "raw_token_count": c.before,
+        "compiled_token_count": c.after,
+        "tokens_saved": c.saved,
+        "compression_ratio_pct": c.ratio_pct,
+        "token_growth": c.growth,
+        "context_grew": c.grew,
+        "token_estimator": c.estimator,
+        "retired_turn_indices": c.retired,
+        "retired_turn_count": c.retired_count,
+        "tool_payloads_compacted": c.compacted,
     });
     if let Value::Object(extra) = aliases {
         map.extend(extra);
     }
     Ok(report)
+}
+
+/// The figures contextgc's telemetry names, worked out from a compile's counts and each
+/// item's action and reason (shared by `compile_messages` and `Chat`).
+pub(crate) struct ContextgcCounts {
+    pub before: usize,
+    pub after: usize,
+    pub saved: usize,
+    pub ratio_pct: f64,
+    pub growth: i64,
+    pub grew: bool,
+    pub estimator: String,
+    pub retired: Vec<usize>,
+    pub retired_count: usize,
+    pub compacted: usize,
+}
+
+impl ContextgcCounts {
+    pub(crate) fn of(
+        before: usize,
+        after: usize,
+        tokenizer: &str,
+        decisions: impl Iterator<Item = (Action, Option<Reason>)>,
+    ) -> Self {
+        let saved = before.saturating_sub(after);
+        let mut retired = Vec::new();
+        let mut compacted = 0;
+        for (i, (action, reason)) in decisions.enumerate() {
+            if action == Action::Retire {
+                retired.push(i);
+            }
+            if matches!(
+                reason,
+                Some(Reason::CompactJson | Reason::SampleRows | Reason::FoldText)
+            ) {
+                compacted += 1;
+            }
+        }
+        let ratio_pct = if before == 0 {
+            0.0
+        } else {
+            (saved as f64 * 1000.0 / before as f64).round() / 10.0
+        };
+        ContextgcCounts {
+            before,
+            after,
+            saved,
+            ratio_pct,
+            growth: after as i64 - before as i64,
+            grew: after > before,
+            estimator: format!("exact BPE ({tokenizer})"),
+            retired_count: retired.len(),
+            retired,
+            compacted,
+        }
+    }
 }
 
 /// Compiles a chat history before it is sent: superseded turns retired, bulky tool outputs

@@ -21,6 +21,7 @@ use ctxgc_core::{Error, Format, Kind, Options};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
+use crate::chat::ContextgcCounts;
 use crate::convert::{from_json_text, to_json_text, wrong_type};
 use crate::errors::{core_error, internal_error, usage_error};
 use crate::options::ChatArgs;
@@ -122,40 +123,27 @@ fn telemetry<'py>(
     actions: &[Action],
     reasons: &[Option<Reason>],
 ) -> PyResult<Bound<'py, PyDict>> {
+    let c = ContextgcCounts::of(
+        before,
+        after,
+        tokenizer,
+        actions.iter().copied().zip(reasons.iter().copied()),
+    );
     let dict = PyDict::new(py);
-    let saved = before.saturating_sub(after);
-    let retired: Vec<usize> = (actions.iter().enumerate())
-        .filter(|(_, a)| **a == Action::Retire)
-        .map(|(i, _)| i)
-        .collect();
-    let compacted = reasons
-        .iter()
-        .filter(|r| {
-            matches!(
-                r,
-                Some(Reason::CompactJson | Reason::SampleRows | Reason::FoldText)
-            )
-        })
-        .count();
-    let ratio = if before == 0 {
-        0.0
-    } else {
-        (saved as f64 * 1000.0 / before as f64).round() / 10.0
-    };
     dict.set_item("format", format.name())?;
-    dict.set_item("tokens_before", before)?;
-    dict.set_item("tokens_after", after)?;
+    dict.set_item("tokens_before", c.before)?;
+    dict.set_item("tokens_after", c.after)?;
     dict.set_item("tokenizer", tokenizer)?;
-    dict.set_item("raw_token_count", before)?;
-    dict.set_item("compiled_token_count", after)?;
-    dict.set_item("tokens_saved", saved)?;
-    dict.set_item("compression_ratio_pct", ratio)?;
-    dict.set_item("token_growth", after as i64 - before as i64)?;
-    dict.set_item("context_grew", after > before)?;
-    dict.set_item("token_estimator", format!("exact BPE ({tokenizer})"))?;
-    dict.set_item("retired_turn_count", retired.len())?;
-    dict.set_item("retired_turn_indices", retired)?;
-    dict.set_item("tool_payloads_compacted", compacted)?;
+    dict.set_item("raw_token_count", c.before)?;
+    dict.set_item("compiled_token_count", c.after)?;
+    dict.set_item("tokens_saved", c.saved)?;
+    dict.set_item("compression_ratio_pct", c.ratio_pct)?;
+    dict.set_item("token_growth", c.growth)?;
+    dict.set_item("context_grew", c.grew)?;
+    dict.set_item("token_estimator", c.estimator)?;
+    dict.set_item("retired_turn_count", c.retired_count)?;
+    dict.set_item("retired_turn_indices", c.retired)?;
+    dict.set_item("tool_payloads_compacted", c.compacted)?;
     Ok(dict)
 }
 

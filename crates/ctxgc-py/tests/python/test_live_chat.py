@@ -12,6 +12,7 @@ import pytest
 import ctxgc
 
 from test_chat import AIRLINE, ANTHROPIC, TOOL_CHAT
+from test_corpus import _records
 
 #: The telemetry a Chat compile gives, each equal to compile_messages' value of that name.
 LIGHT_KEYS = {
@@ -30,15 +31,6 @@ def assert_same(got, expected, where):
         assert telemetry[key] == want[key], (where, key)
     if "system" in want:
         assert telemetry["system"] == want["system"], where
-
-
-def _records(path, limit):
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f):
-            if n >= limit:
-                return
-            if line.strip():
-                yield json.loads(line)
 
 
 def replay_each_message(messages, *, preset="default", system=None, fmt=None):
