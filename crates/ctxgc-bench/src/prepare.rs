@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use ctxgc_core::frontend::Conversation;
 use ctxgc_core::ir::{Block, Kind};
-use ctxgc_core::{Format, Options, Tokenizer};
+use ctxgc_core::{Options, Tokenizer};
 
 use crate::context::{is_agent_turn, is_structure, is_system, item_text};
 use crate::probes::Probes;
@@ -224,14 +224,18 @@ impl Prepared {
     /// input given as a bare string (`{"input": "..."}`).
     pub fn prefix_json(&self, len: usize) -> String {
         let items = &self.conversation.items[..len];
-        match (self.conversation.format, items.first()) {
-            (Format::Anthropic, Some(first)) if is_system(first) => format!(
-                "{{\"system\":{},\"messages\":{}}}",
+        let wire = self.conversation.format.wire();
+        match (wire.system_key(), items.first()) {
+            (Some(system_key), Some(first)) if is_system(first) => format!(
+                "{{\"{system_key}\":{},\"{}\":{}}}",
                 first.raw,
+                wire.items_key(),
                 json_list(&items[1..])
             ),
-            (Format::Responses, Some(first)) if first.raw.trim_start().starts_with('"') => {
-                format!("{{\"input\":{}}}", first.raw)
+            (_, Some(first))
+                if wire.items_may_be_string() && first.raw.trim_start().starts_with('"') =>
+            {
+                format!("{{\"{}\":{}}}", wire.items_key(), first.raw)
             }
             _ => json_list(items),
         }

@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use crate::chat::compile::{RecordCompiled, record_item_id};
 use crate::error::{Diagnostic, Error};
-use crate::formats::events::{EventOptions, lower_events, lower_raw_events};
+use crate::formats::events::{EventOptions, lower_events};
 use crate::formats::{Lowered, WireFormat};
 use crate::frontend::{detect, detect_and_split_unchecked};
 use crate::ir::{Format, Item};
@@ -249,13 +249,12 @@ pub fn compile(text: &str, options: &Options) -> Result<Compiled, Error> {
             // that split instead of being read again by its front-end (what `compile_with`
             // would do), which for a large trace is a tenth of the compile.
             let (detected, raw, validated) = detect_and_split_unchecked(text)?;
-            if detected.format != Format::Events {
-                detected.format.wire()
-            } else {
-                let items = lower_raw_events(&raw, &options.events)
-                    .map_err(|e| crate::frontend::broken_document_first(text, validated, e))?;
-                let mut lowered = Lowered::bare(Format::Events, text, items);
-                return compile_lowered(&mut lowered, options).map(release_session);
+            let wire = detected.format.wire();
+            match wire.lower_split(text, &raw, validated, options) {
+                Some(lowered) => {
+                    return compile_lowered(&mut lowered?, options).map(release_session);
+                }
+                None => wire,
             }
         }
         None => detect(text)?.format.wire(),

@@ -351,7 +351,7 @@ fn lower_conversations_gives_one_conversation_per_record() {
 
 #[test]
 fn the_format_read_from_message_shapes_is_the_format_of_the_parsed_document() {
-    use ctxgc_core::chat::lowering::{chat_format_of, chat_format_of_text};
+    use ctxgc_core::formats::detect::{chat_format_of, chat_format_of_text};
     let mut documents: Vec<String> = [
         "airline_cabin_change.json",
         "anthropic_session.json",

@@ -37,19 +37,12 @@ fn parameters() -> Value {
     })
 }
 
-/// The tool's definition in a request of `format`.
+/// The tool's definition in a request of `format` (`Null` for a format no provider serves).
 pub fn definition(format: Format) -> Value {
-    match format {
-        Format::Anthropic => {
-            json!({"name": TOOL, "description": DESCRIPTION, "input_schema": parameters()})
-        }
-        Format::Responses => {
-            json!({"type": "function", "name": TOOL, "description": DESCRIPTION, "parameters": parameters()})
-        }
-        _ => {
-            json!({"type": "function", "function": {"name": TOOL, "description": DESCRIPTION, "parameters": parameters()}})
-        }
-    }
+    format
+        .wire()
+        .tool_definition(TOOL, DESCRIPTION, &parameters())
+        .unwrap_or(Value::Null)
 }
 
 /// Adds the tool to a request body's `tools` (once), keeping every other byte.
@@ -136,57 +129,14 @@ pub(crate) fn receipt_of(args: &Value) -> Option<String> {
 fn recall_calls(format: Format, answer: &Value) -> Option<Vec<Call>> {
     let mut calls = Vec::new();
     let mut others = 0;
-    match format {
-        Format::Anthropic => {
-            for block in answer.get("content")?.as_array()? {
-                if block.get("type").and_then(Value::as_str) != Some("tool_use") {
-                    continue;
-                }
-                if block.get("name").and_then(Value::as_str) == Some(TOOL) {
-                    calls.push(Call {
-                        call_id: block.get("id")?.as_str()?.to_owned(),
-                        receipt: block.get("input").and_then(receipt_of),
-                    });
-                } else {
-                    others += 1;
-                }
-            }
-        }
-        Format::Responses => {
-            for item in answer.get("output")?.as_array()? {
-                if item.get("type").and_then(Value::as_str) != Some("function_call") {
-                    continue;
-                }
-                if item.get("name").and_then(Value::as_str) == Some(TOOL) {
-                    let args = item
-                        .get("arguments")
-                        .and_then(Value::as_str)
-                        .and_then(|a| serde_json::from_str::<Value>(a).ok());
-                    calls.push(Call {
-                        call_id: item.get("call_id")?.as_str()?.to_owned(),
-                        receipt: args.as_ref().and_then(receipt_of),
-                    });
-                } else {
-                    others += 1;
-                }
-            }
-        }
-        _ => {
-            let message = answer.pointer("/choices/0/message")?;
-            for call in message.get("tool_calls")?.as_array()? {
-                if call.pointer("/function/name").and_then(Value::as_str) == Some(TOOL) {
-                    let args = call
-                        .pointer("/function/arguments")
-                        .and_then(Value::as_str)
-                        .and_then(|a| serde_json::from_str::<Value>(a).ok());
-                    calls.push(Call {
-                        call_id: call.get("id")?.as_str()?.to_owned(),
-                        receipt: args.as_ref().and_then(receipt_of),
-                    });
-                } else {
-                    others += 1;
-                }
-            }
+    for call in format.wire().answer_tool_calls(answer)? {
+        if call.name == TOOL {
+            calls.push(Call {
+                call_id: call.id?,
+                receipt: call.arguments.as_ref().and_then(receipt_of),
+            });
+        } else {
+            others += 1;
         }
     }
     (others == 0 && !calls.is_empty()).then_some(calls)
@@ -199,36 +149,11 @@ pub(crate) fn continue_request(
     answer: &Value,
     results: &[(Call, String)],
 ) -> Option<()> {
-    match format {
-        Format::Anthropic => {
-            let messages = request.get_mut("messages")?.as_array_mut()?;
-            messages.push(json!({"role": "assistant", "content": answer.get("content")?.clone()}));
-            let blocks: Vec<Value> = results
-                .iter()
-                .map(|(c, text)| json!({"type": "tool_result", "tool_use_id": c.call_id, "content": text}))
-                .collect();
-            messages.push(json!({"role": "user", "content": blocks}));
-        }
-        Format::Responses => {
-            let input = request.get_mut("input")?.as_array_mut()?;
-            for item in answer.get("output")?.as_array()? {
-                input.push(item.clone());
-            }
-            for (c, text) in results {
-                input.push(
-                    json!({"type": "function_call_output", "call_id": c.call_id, "output": text}),
-                );
-            }
-        }
-        _ => {
-            let messages = request.get_mut("messages")?.as_array_mut()?;
-            messages.push(answer.pointer("/choices/0/message")?.clone());
-            for (c, text) in results {
-                messages.push(json!({"role": "tool", "tool_call_id": c.call_id, "content": text}));
-            }
-        }
-    }
-    Some(())
+    let results: Vec<(&str, &str)> = results
+        .iter()
+        .map(|(c, text)| (c.call_id.as_str(), text.as_str()))
+        .collect();
+    format.wire().continue_request(request, answer, &results)
 }
 
 /// What the model gets back for a stored item: the text of a tool output or message when it

@@ -20,8 +20,9 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, Method, header};
 use axum::response::Response;
 use ctxgc_core::Format;
+use ctxgc_core::formats::protocol::StreamRound;
 use futures_util::StreamExt;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::recall::{Call, MAX_ROUNDS, Scope, TOOL, answer_call, continue_request, receipt_of};
@@ -30,16 +31,13 @@ use crate::usage::{Usage, UsageReader};
 
 /// Whether streamed recall applies to requests of this format.
 pub fn supported(format: Format) -> bool {
-    matches!(
-        format,
-        Format::OpenaiChat | Format::Anthropic | Format::Responses
-    )
+    format.wire().streams_answers()
 }
 
 /// One server-sent event: its exact bytes, its name and its data.
 #[derive(Debug)]
 struct Event {
-    bytes: Bytes,
+    bytes: Vec<u8>,
     data: String,
 }
 
@@ -53,10 +51,7 @@ impl Event {
             }
         }
         let data = data.join("\n");
-        Event {
-            bytes: Bytes::from(raw),
-            data,
-        }
+        Event { bytes: raw, data }
     }
 }
 
@@ -101,331 +96,61 @@ impl Splitter {
     }
 }
 
-/// One streamed answer as it goes by: what the client already has, what is held back, and
-/// the model's turn rebuilt from the deltas.
+/// One streamed answer as it goes by, read by its format ([`StreamRound`] holds what the
+/// client already has, what is held back, and the model's turn rebuilt from the events).
 #[derive(Debug)]
 struct Round {
     format: Format,
-    first: bool,
-    /// Anthropic: blocks the client already has from earlier rounds.
-    offset: usize,
-    holding: bool,
-    held: Vec<Bytes>,
-    /// OpenAI: the text and the tool calls (id, name, arguments) by index.
-    text: String,
-    calls: Vec<(String, String, String)>,
-    /// Anthropic: the content blocks by index, tool inputs as JSON text until they end.
-    /// Responses: the output items by index, function arguments as text until they end.
-    blocks: Vec<Value>,
-    inputs: Vec<String>,
-    passed_blocks: usize,
-    /// Responses: the output items the client was shown in earlier rounds (the final
-    /// `response.completed` lists them first), and the next sequence number to write.
-    earlier: Vec<Value>,
-    next_seq: u64,
+    state: StreamRound,
 }
 
 impl Round {
     fn new(format: Format, first: bool, offset: usize) -> Round {
         Round {
             format,
-            first,
-            offset,
-            holding: false,
-            held: Vec::new(),
-            text: String::new(),
-            calls: Vec::new(),
-            blocks: Vec::new(),
-            inputs: Vec::new(),
-            passed_blocks: 0,
-            earlier: Vec::new(),
-            next_seq: 0,
+            state: StreamRound::new(first, offset),
         }
     }
 
     /// A continuation that follows `earlier` output items and sequence number `next_seq`
     /// (Responses).
     fn after(mut self, earlier: Vec<Value>, next_seq: u64) -> Round {
-        self.earlier = earlier;
-        self.next_seq = next_seq;
+        self.state = self.state.after(earlier, next_seq);
         self
-    }
-
-    /// Responses: the output items the client has, this round's included.
-    fn shown_items(&self) -> Vec<Value> {
-        let mut items = self.earlier.clone();
-        items.extend(
-            self.blocks
-                .iter()
-                .take(self.passed_blocks)
-                .filter(|b| !b.is_null())
-                .cloned(),
-        );
-        items
     }
 
     /// Takes one event in; returns what goes to the client now.
     fn on_event(&mut self, event: Event) -> Option<Bytes> {
-        match self.format {
-            Format::Anthropic => self.on_anthropic(event),
-            Format::Responses => self.on_responses(event),
-            _ => self.on_chat(event),
-        }
+        self.format
+            .wire()
+            .stream_event(&mut self.state, event.bytes, &event.data)
+            .map(Bytes::from)
     }
 
-    fn pass_or_hold(&mut self, bytes: Bytes) -> Option<Bytes> {
-        if self.holding {
-            self.held.push(bytes);
-            None
-        } else {
-            Some(bytes)
-        }
-    }
-
-    fn on_chat(&mut self, event: Event) -> Option<Bytes> {
-        if let Ok(chunk) = serde_json::from_str::<Value>(&event.data)
-            && let Some(delta) = chunk.pointer("/choices/0/delta")
-        {
-            if let Some(text) = delta.get("content").and_then(Value::as_str) {
-                self.text.push_str(text);
-            }
-            if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
-                self.holding = true;
-                for call in calls {
-                    let index = call.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
-                    if self.calls.len() <= index {
-                        self.calls.resize(index + 1, Default::default());
-                    }
-                    let slot = &mut self.calls[index];
-                    if let Some(id) = call.get("id").and_then(Value::as_str) {
-                        slot.0.push_str(id);
-                    }
-                    if let Some(name) = call.pointer("/function/name").and_then(Value::as_str) {
-                        slot.1.push_str(name);
-                    }
-                    if let Some(args) = call.pointer("/function/arguments").and_then(Value::as_str)
-                    {
-                        slot.2.push_str(args);
-                    }
-                }
-            }
-        }
-        self.pass_or_hold(event.bytes)
-    }
-
-    fn on_anthropic(&mut self, event: Event) -> Option<Bytes> {
-        let Ok(mut data) = serde_json::from_str::<Value>(&event.data) else {
-            return self.pass_or_hold(event.bytes);
-        };
-        let kind = data
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
-        let index = data
-            .get("index")
-            .and_then(Value::as_u64)
-            .map(|i| i as usize);
-        match (kind.as_str(), index) {
-            ("message_start", _) if !self.first => return None,
-            ("content_block_start", Some(i)) => {
-                let mut block = data.get("content_block").cloned().unwrap_or(Value::Null);
-                if block.get("type").and_then(Value::as_str) == Some("tool_use") {
-                    self.holding = true;
-                    block["input"] = json!({});
-                }
-                if self.blocks.len() <= i {
-                    self.blocks.resize(i + 1, Value::Null);
-                    self.inputs.resize(i + 1, String::new());
-                }
-                self.blocks[i] = block;
-                if !self.holding {
-                    self.passed_blocks = self.passed_blocks.max(i + 1);
-                }
-            }
-            ("content_block_delta", Some(i)) if i < self.blocks.len() => {
-                let delta = data.get("delta").cloned().unwrap_or(Value::Null);
-                let block = &mut self.blocks[i];
-                let add = |block: &mut Value, key: &str, more: &str| {
-                    let now = block.get(key).and_then(Value::as_str).unwrap_or("");
-                    block[key] = Value::String(format!("{now}{more}"));
-                };
-                match delta.get("type").and_then(Value::as_str) {
-                    Some("text_delta") => add(block, "text", delta["text"].as_str().unwrap_or("")),
-                    Some("thinking_delta") => {
-                        add(block, "thinking", delta["thinking"].as_str().unwrap_or(""))
-                    }
-                    Some("signature_delta") => add(
-                        block,
-                        "signature",
-                        delta["signature"].as_str().unwrap_or(""),
-                    ),
-                    Some("input_json_delta") => {
-                        self.inputs[i].push_str(delta["partial_json"].as_str().unwrap_or(""))
-                    }
-                    _ => {}
-                }
-            }
-            ("content_block_stop", Some(i)) if i < self.blocks.len() => {
-                if !self.inputs[i].trim().is_empty()
-                    && let Ok(input) = serde_json::from_str::<Value>(&self.inputs[i])
-                {
-                    self.blocks[i]["input"] = input;
-                }
-            }
-            _ => {}
-        }
-        if self.holding {
-            self.held.push(event.bytes);
-            return None;
-        }
-        match index {
-            // Continuations number their blocks from 0: move them past the client's.
-            Some(i) if self.offset > 0 => {
-                data["index"] = json!(i + self.offset);
-                Some(Bytes::from(format!("event: {kind}\ndata: {data}\n\n")))
-            }
-            _ => Some(event.bytes),
-        }
-    }
-
-    fn on_responses(&mut self, event: Event) -> Option<Bytes> {
-        let Ok(mut data) = serde_json::from_str::<Value>(&event.data) else {
-            return self.pass_or_hold(event.bytes);
-        };
-        let kind = data
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
-        let index = data
-            .get("output_index")
-            .and_then(Value::as_u64)
-            .map(|i| i as usize);
-        if let Some(i) = index
-            && self.blocks.len() <= i
-        {
-            self.blocks.resize(i + 1, Value::Null);
-            self.inputs.resize(i + 1, String::new());
-        }
-        match (kind.as_str(), index) {
-            ("response.created" | "response.in_progress", _) if !self.first => return None,
-            ("response.output_item.added", Some(i)) => {
-                let item = data.get("item").cloned().unwrap_or(Value::Null);
-                if item.get("type").and_then(Value::as_str) == Some("function_call") {
-                    self.holding = true;
-                }
-                self.blocks[i] = item;
-                if !self.holding {
-                    self.passed_blocks = self.passed_blocks.max(i + 1);
-                }
-            }
-            ("response.function_call_arguments.delta", Some(i)) => {
-                self.inputs[i].push_str(data["delta"].as_str().unwrap_or(""));
-            }
-            ("response.function_call_arguments.done", Some(i)) => {
-                if let Some(args) = data.get("arguments").and_then(Value::as_str) {
-                    self.inputs[i] = args.to_owned();
-                }
-            }
-            ("response.output_item.done", Some(i)) => {
-                let mut item = data.get("item").cloned().unwrap_or(Value::Null);
-                if item.get("type").and_then(Value::as_str) == Some("function_call")
-                    && item.get("arguments").is_none()
-                {
-                    item["arguments"] = Value::String(self.inputs[i].clone());
-                }
-                self.blocks[i] = item;
-            }
-            _ => {}
-        }
-        if self.first {
-            if !self.holding
-                && let Some(seq) = data.get("sequence_number").and_then(Value::as_u64)
-            {
-                self.next_seq = self.next_seq.max(seq + 1);
-            }
-            return self.pass_or_hold(event.bytes);
-        }
-        // A continuation: its sequence numbers go on from the client's, its items come after
-        // the client's, and its final response lists everything the client was shown.
-        if data.get("sequence_number").is_some() {
-            data["sequence_number"] = json!(self.next_seq);
-            self.next_seq += 1;
-        }
-        if let Some(i) = index {
-            data["output_index"] = json!(i + self.offset);
-        }
-        if matches!(
-            kind.as_str(),
-            "response.completed" | "response.incomplete" | "response.failed"
-        ) && let Some(output) = data.pointer_mut("/response/output")
-            && let Some(list) = output.as_array()
-        {
-            let mut all = self.earlier.clone();
-            all.extend(list.iter().cloned());
-            *output = Value::Array(all);
-        }
-        self.pass_or_hold(Bytes::from(format!("event: {kind}\ndata: {data}\n\n")))
+    /// The events held back, for the client.
+    fn take_held(&mut self) -> Vec<Bytes> {
+        std::mem::take(&mut self.state.held)
+            .into_iter()
+            .map(Bytes::from)
+            .collect()
     }
 
     /// The recall calls of the answer, when it ended in tool calls that are all recall calls.
     fn recall_calls(&self) -> Option<Vec<Call>> {
-        let calls: Vec<(String, String, Value)> = match self.format {
-            Format::Responses => self
-                .blocks
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| b.get("type").and_then(Value::as_str) == Some("function_call"))
-                .map(|(i, b)| {
-                    let args = b
-                        .get("arguments")
-                        .and_then(Value::as_str)
-                        .map_or_else(|| self.inputs[i].clone(), str::to_owned);
-                    (
-                        b["call_id"].as_str().unwrap_or("").to_owned(),
-                        b["name"].as_str().unwrap_or("").to_owned(),
-                        serde_json::from_str(&args).unwrap_or(Value::Null),
-                    )
-                })
-                .collect(),
-            Format::Anthropic => self
-                .blocks
-                .iter()
-                .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
-                .map(|b| {
-                    (
-                        b["id"].as_str().unwrap_or("").to_owned(),
-                        b["name"].as_str().unwrap_or("").to_owned(),
-                        b["input"].clone(),
-                    )
-                })
-                .collect(),
-            _ => self
-                .calls
-                .iter()
-                .map(|(id, name, args)| {
-                    (
-                        id.clone(),
-                        name.clone(),
-                        serde_json::from_str(args).unwrap_or(Value::Null),
-                    )
-                })
-                .collect(),
-        };
+        let calls = self.format.wire().stream_tool_calls(&self.state);
         if calls.is_empty()
             || calls
                 .iter()
-                .any(|(id, name, _)| name != TOOL || id.is_empty())
+                .any(|c| c.name != TOOL || c.id.as_deref().is_none_or(str::is_empty))
         {
             return None;
         }
         Some(
             calls
                 .into_iter()
-                .map(|(call_id, _, args)| Call {
-                    call_id,
-                    receipt: receipt_of(&args),
+                .map(|c| Call {
+                    receipt: c.arguments.as_ref().and_then(receipt_of),
+                    call_id: c.id.unwrap_or_default(),
                 })
                 .collect(),
         )
@@ -433,61 +158,13 @@ impl Round {
 
     /// The model's turn, shaped as a whole answer of the API (what `continue_request` reads).
     fn answer(&self) -> Value {
-        match self.format {
-            Format::Responses => {
-                let items: Vec<Value> = self
-                    .blocks
-                    .iter()
-                    .filter(|b| !b.is_null())
-                    .cloned()
-                    .collect();
-                json!({"output": items})
-            }
-            Format::Anthropic => {
-                let blocks: Vec<Value> = self
-                    .blocks
-                    .iter()
-                    .filter(|b| !b.is_null())
-                    .cloned()
-                    .collect();
-                json!({"content": blocks})
-            }
-            _ => {
-                let calls: Vec<Value> = self
-                    .calls
-                    .iter()
-                    .map(|(id, name, args)| {
-                        json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}})
-                    })
-                    .collect();
-                let content = if self.text.is_empty() {
-                    Value::Null
-                } else {
-                    Value::String(self.text.clone())
-                };
-                json!({"choices": [{"message": {"role": "assistant", "content": content, "tool_calls": calls}}]})
-            }
-        }
+        self.format.wire().stream_answer(&self.state)
     }
 }
 
 /// An error told inside a stream already under way, in the API's own event shape.
 fn error_event(format: Format, message: &str) -> Bytes {
-    let text = match format {
-        Format::Anthropic => format!(
-            "event: error\ndata: {}\n\n",
-            json!({"type": "error", "error": {"type": "api_error", "message": message}})
-        ),
-        Format::Responses => format!(
-            "event: error\ndata: {}\n\n",
-            json!({"type": "error", "code": "api_error", "message": message, "param": null})
-        ),
-        _ => format!(
-            "data: {}\n\n",
-            json!({"error": {"message": message, "type": "api_error", "param": null, "code": null}})
-        ),
-    };
-    Bytes::from(text)
+    Bytes::from(format.wire().stream_error_event(message))
 }
 
 /// What the stream did, reported when it is over: usage summed over every round, recall
@@ -607,7 +284,7 @@ async fn drive(
             .then(|| round.recall_calls())
             .flatten();
         let Some(calls) = calls else {
-            for bytes in round.held {
+            for bytes in round.take_held() {
                 if tx.send(Ok(bytes)).await.is_err() {
                     break;
                 }
@@ -627,7 +304,7 @@ async fn drive(
                 Some(request)
             });
         let Some(next) = next else {
-            for bytes in round.held {
+            for bytes in round.take_held() {
                 let _ = tx.send(Ok(bytes)).await;
             }
             break true;
@@ -669,9 +346,9 @@ async fn drive(
                 break false;
             }
         }
-        offset += round.passed_blocks;
-        shown = round.shown_items();
-        next_seq = round.next_seq;
+        offset += round.state.passed_blocks;
+        shown = round.state.shown_items();
+        next_seq = round.state.next_seq;
         round_number += 1;
     };
     on_done(usage, answered, completed);
@@ -680,6 +357,7 @@ async fn drive(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn events_are_split_across_chunks() {
@@ -727,7 +405,7 @@ mod tests {
                 receipt: Some("m3".into())
             }]
         );
-        assert_eq!(round.passed_blocks, 1);
+        assert_eq!(round.state.passed_blocks, 1);
         assert_eq!(
             round.answer(),
             json!({"content": [{"type": "text", "text": "Let me look."},

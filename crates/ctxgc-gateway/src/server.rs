@@ -15,7 +15,6 @@ use axum::response::{IntoResponse, Response};
 use ctxgc_core::Format;
 use ctxgc_proxy::http::{Guard, HttpSecurity, check_body, check_host, check_origin};
 use futures_util::Stream;
-use serde_json::json;
 
 use crate::endpoint::format_of;
 use crate::metrics::{Metrics, Record};
@@ -106,12 +105,11 @@ pub(crate) fn error_response(
     kind: &str,
     message: &str,
 ) -> Response {
-    let body = match format {
-        Some(Format::Anthropic) => {
-            json!({"type": "error", "error": {"type": kind, "message": message}})
-        }
-        _ => json!({"error": {"message": message, "type": kind, "param": null, "code": null}}),
-    };
+    // OpenAI's shape where the API is not known.
+    let body = format
+        .unwrap_or(Format::OpenaiChat)
+        .wire()
+        .error_body(kind, message);
     let mut response = (status, body.to_string()).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -416,7 +414,7 @@ async fn prepare(
             match compiled {
                 Some(Ok(mut c)) => {
                     if gateway.options.cache_breakpoints
-                        && format == Format::Anthropic
+                        && format.wire().takes_cache_breakpoints()
                         && let Some(marked) = crate::breakpoints::add_breakpoints(&c.body)
                     {
                         c.body = marked;

@@ -705,7 +705,7 @@ impl Sessions {
         let format = info.and_then(|i| i.format).unwrap_or(conv.format);
         let has_system = items
             .first()
-            .is_some_and(|i| i.id == "system" && conv.format == Format::Anthropic);
+            .is_some_and(|i| i.id == "system" && conv.format.wire().system_key().is_some());
         if prefix_len(&items, format, has_system, conv, raws).is_none() {
             return Ok(None);
         }

@@ -11,7 +11,7 @@
 
 use ctxgc_core::chat::message_of;
 use ctxgc_core::ir::Role;
-use ctxgc_core::render::messages::{anthropic_system, item_json, register_message};
+use ctxgc_core::render::messages::{item_json, register_message};
 use ctxgc_core::{Action, Error, Format, Session};
 
 use crate::request::Conversation;
@@ -58,10 +58,12 @@ impl Rendered {
             list: String::new(),
             receipts: 0,
         };
-        if format == Format::Anthropic {
-            // As the compiler's Anthropic renderer writes it: the prompt's own bytes, or its
-            // blocks with the register as one more text block.
-            rendered.system = anthropic_system(session, system_item, register)?;
+        if format.wire().system_key().is_some() {
+            // As the compiler's renderer writes it (Anthropic: the prompt's own bytes, or its
+            // blocks with the register as one more text block).
+            rendered.system = format
+                .wire()
+                .render_system(session, system_item, register)?;
             rendered.register_placed = true;
         } else {
             rendered.register = register.map(|r| register_message(format, r).to_string());
@@ -149,24 +151,22 @@ impl Rendered {
         }
         list.push(']');
         let mut pairs: Vec<(&str, &str)> = Vec::with_capacity(conv.entries.len() + 1);
-        if self.format == Format::Anthropic {
+        if let Some(system_key) = self.format.wire().system_key() {
             let mut placed = false;
             for (k, v) in &conv.entries {
-                match k.as_str() {
-                    "system" => {
-                        if let Some(s) = &self.system {
-                            pairs.push((k, s));
-                        }
+                if k == system_key {
+                    if let Some(s) = &self.system {
+                        pairs.push((k, s));
+                    }
+                    placed = true;
+                } else if k == conv.items_key {
+                    if !placed && let Some(s) = &self.system {
+                        pairs.push((system_key, s));
                         placed = true;
                     }
-                    "messages" => {
-                        if !placed && let Some(s) = &self.system {
-                            pairs.push(("system", s));
-                            placed = true;
-                        }
-                        pairs.push((k, &list));
-                    }
-                    _ => pairs.push((k, v.get())),
+                    pairs.push((k, &list));
+                } else {
+                    pairs.push((k, v.get()));
                 }
             }
         } else {

@@ -65,10 +65,7 @@ fn compile_detached(
 }
 
 fn is_chat(format: Format) -> bool {
-    matches!(
-        format,
-        Format::OpenaiChat | Format::Anthropic | Format::Responses
-    )
+    format.wire().is_chat()
 }
 
 /// The telemetry of a chat compile: the compiler's report (as `ctxgc compile --json` prints

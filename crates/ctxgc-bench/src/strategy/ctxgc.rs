@@ -144,20 +144,23 @@ impl Strategy for Ctxgc {
             .filter(|d| d.action != Action::Retire)
             .filter(|d| input.index_of.get(&d.id).is_none_or(|&i| input.rendered(i)))
             .count();
-        let mut context = match compiled.format {
-            Format::Events => event_context(input, &compiled.output),
-            format => message_context(format, &compiled.output)?,
+        let chat = compiled.format.wire().is_chat();
+        let mut context = if chat {
+            message_context(compiled.format, &compiled.output)?
+        } else {
+            event_context(input, &compiled.output)
         };
         context.items_kept = items_kept;
         // Recoverable: items the compiler holds a receipt for, named where the model can see.
-        let named = match compiled.format {
-            Format::Events => context
+        let named = if chat {
+            compiled.output.clone()
+        } else {
+            context
                 .segments
                 .iter()
                 .filter(|s| s.kind == SegmentKind::Stub)
                 .map(|s| s.text.as_str())
-                .collect::<String>(),
-            _ => compiled.output.clone(),
+                .collect::<String>()
         };
         let words = id_words(&named);
         context.recall_offered = options.chat.expand_tool.is_some();

@@ -135,21 +135,14 @@ fn request_body(format: Format, items: &[ctxgc_core::Item], model: &str) -> Stri
         out.push(']');
         out
     };
-    let model = Value::String(model.to_owned()).to_string();
-    match format {
-        Format::Anthropic => match items.split_first() {
-            Some((first, rest)) if first.id == "system" => format!(
-                "{{\"model\":{model},\"max_tokens\":1024,\"system\":{},\"messages\":{}}}",
-                first.raw,
-                join(rest)
-            ),
-            _ => format!(
-                "{{\"model\":{model},\"max_tokens\":1024,\"messages\":{}}}",
-                join(items)
-            ),
-        },
-        Format::Responses => format!("{{\"model\":{model},\"input\":{}}}", join(items)),
-        _ => format!("{{\"model\":{model},\"messages\":{}}}", join(items)),
+    let wire = format.wire();
+    // A format that keeps its system prompt in a field of its own (Anthropic) lowers it as
+    // the first item, `system`.
+    match items.split_first() {
+        Some((first, rest)) if wire.system_key().is_some() && first.id == "system" => {
+            wire.request_body(model, Some(&first.raw), &join(rest))
+        }
+        _ => wire.request_body(model, None, &join(items)),
     }
 }
 
@@ -165,14 +158,12 @@ impl Strategy for ThroughGateway {
     fn compact(&self, prefix: Prefix<'_>) -> Result<Context, StrategyError> {
         let input = prefix.input;
         let format = input.conversation.format;
-        let path = match format {
-            Format::OpenaiChat => "/v1/chat/completions",
-            Format::Anthropic => "/v1/messages",
-            Format::Responses => "/v1/responses",
-            other => {
+        let path = match format.wire().endpoint() {
+            Some(endpoint) if format.wire().is_chat() => format!("/v1{endpoint}"),
+            _ => {
                 return Err(StrategyError(format!(
                     "the gateway takes chat requests (openai-chat, anthropic, responses), not {}",
-                    other.name()
+                    format.name()
                 )));
             }
         };

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
-use ctxgc_core::{Compiled, Format};
+use ctxgc_core::Compiled;
 use serde_json::{Value, json};
 
 use crate::Failure;
@@ -34,7 +34,7 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<Value, Failure> {
 /// A compiled chat as JSON, its output (a message list) as JSON rather than as a string.
 pub fn chat_json(compiled: &Compiled) -> Result<Value, Failure> {
     let mut value = to_json(compiled)?;
-    if compiled.format != Format::Events
+    if compiled.format.wire().is_chat()
         && let Some(map) = value.as_object_mut()
         && let Ok(output) = serde_json::from_str::<Value>(&compiled.output)
     {
@@ -107,7 +107,7 @@ pub fn print_compiled(compiled: &Compiled, json: bool, dry_run: bool) -> Result<
         }
     } else if json {
         print_pretty(&chat_json(compiled)?)?;
-    } else if compiled.format == Format::Events || compiled.output.ends_with('\n') {
+    } else if !compiled.format.wire().is_chat() || compiled.output.ends_with('\n') {
         emit(&compiled.output)?;
     } else {
         emit(&format!("{}\n", compiled.output))?;

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use ctxgc_core::compile::report_events;
+use ctxgc_core::formats::Family;
 use ctxgc_core::frontend::lower_conversations;
 use ctxgc_core::store::chat::is_chat_format;
 use ctxgc_core::store::{StoreError, StoredSession};
@@ -149,24 +150,24 @@ fn open_store(db: &DbArg) -> Result<AnyStore, Failure> {
 /// The empty session a stored session of `format` is compiled with. Event traces are stored
 /// item by item; chats are stored as transcripts (see `session_chat`).
 fn template(format: Format, options: &Options) -> Result<Session, Failure> {
-    match format {
-        Format::Events => Ok(ctxgc_core::compile::event_session_template(options)),
-        other => Err(Failure::Input(format!(
-            "stored sessions hold event traces for now; {} input cannot be appended to one yet",
-            other.name()
-        ))),
+    if format.wire().family() == Family::Events {
+        return Ok(ctxgc_core::compile::event_session_template(options));
     }
+    Err(Failure::Input(format!(
+        "stored sessions hold event traces for now; {} input cannot be appended to one yet",
+        format.name()
+    )))
 }
 
 /// The report `ctxgc compile` gives for a session of `format`.
 fn report(format: Format, session: &Session, options: &Options) -> Result<Compiled, Failure> {
-    match format {
-        Format::Events => Ok(report_events(session, options.tokenizer)),
-        other => Err(Failure::Input(format!(
-            "stored {} sessions cannot be compiled yet",
-            other.name()
-        ))),
+    if format.wire().family() == Family::Events {
+        return Ok(report_events(session, options.tokenizer));
     }
+    Err(Failure::Input(format!(
+        "stored {} sessions cannot be compiled yet",
+        format.name()
+    )))
 }
 
 /// Opens a session that must exist, with its format.

@@ -8,8 +8,9 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use base64::Engine;
+use ctxgc_core::Compiled;
+use ctxgc_core::formats::Family;
 use ctxgc_core::store::{Store, StoredSession};
-use ctxgc_core::{Compiled, Format};
 use ctxgc_store::AnyStore;
 use serde::{Deserialize, Serialize};
 
@@ -108,7 +109,7 @@ fn compile_stored(
         .info(id)?
         .and_then(|info| info.format)
         .ok_or_else(|| ApiError::not_found(format!("no session {id:?} in the store")))?;
-    if format != Format::Events {
+    if format.wire().family() != Family::Events {
         return Err(ApiError::new(
             axum::http::StatusCode::UNPROCESSABLE_ENTITY,
             "unknown-format",

@@ -17,12 +17,13 @@ use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::chat::lowering::{ChatDoc, chat_format_of_text, lower_document};
+use crate::chat::lowering::{ChatDoc, lower_document};
 use crate::chat::state::{Ledger, StateEvent, Status, orphans};
 use crate::chat::{ChatConfig, Preset, register, role_name};
 use crate::compile::{Compiled, Detail, Options, receipts_for};
 use crate::error::Error;
 use crate::formats::Lowered;
+use crate::formats::detect::chat_format_of_text;
 use crate::formats::records::{Record, lower_records};
 use crate::ir::{Format, Kind};
 use crate::passes::chat_pipeline_with;
@@ -280,8 +281,10 @@ fn rewrap(doc: &ChatDoc, converted: &str, target: Format) -> Result<String, Erro
     let crate::chat::lowering::Envelope::Object { entries, items_key } = &doc.envelope else {
         return Ok(converted.to_owned());
     };
-    let new_entries: Vec<(String, String)> = if target == Format::OpenaiChat {
-        vec![("messages".to_owned(), converted.to_owned())]
+    // A format whose document is a bare list goes under its items key; any other wrote
+    // its own object.
+    let new_entries: Vec<(String, String)> = if converted.trim_start().starts_with('[') {
+        vec![(target.wire().items_key().to_owned(), converted.to_owned())]
     } else {
         crate::chat::lowering::object_entries(converted)
             .map_err(|e| Error::Usage(format!("conversion produced invalid JSON: {e}")))?

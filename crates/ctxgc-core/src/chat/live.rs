@@ -35,11 +35,12 @@ use serde_json::Value;
 use crate::chat::ChatConfig;
 use crate::chat::compile::payload_tokens;
 use crate::chat::compile::{ChatInput, lower_chat_input, session_of};
-use crate::chat::lowering::{ChatDoc, ResultCheck, lower_unchecked, message_format, provider_id};
+use crate::chat::lowering::{ChatDoc, ResultCheck, lower_unchecked, provider_id};
 use crate::chat::register;
 use crate::chat::state::Ledger;
 use crate::compile::Options;
 use crate::error::{Diagnostic, Error};
+use crate::formats::detect::{default_chat, message_format};
 use crate::frontend::RawItem;
 use crate::ir::Format;
 use crate::ir::Kind;
@@ -194,7 +195,7 @@ impl LiveChat {
         }
         let value: Value = serde_json::from_str(message).map_err(|e| Error::json("message", &e))?;
         if !self.forced
-            && self.doc.format == Format::OpenaiChat
+            && self.doc.format == default_chat().format()
             && let Some(shown) = message_format(&value)
         {
             return Err(refuse(format!(
@@ -289,7 +290,7 @@ impl LiveChat {
     /// input given as one string): [`LiveChat::render`] writes those.
     pub fn sent(&mut self) -> Result<Option<Sent<'_>>, Error> {
         let format = self.doc.format;
-        if format == Format::Anthropic
+        if format.wire().system_key().is_some()
             || self.doc.system_item.is_some()
             || self.doc.input_was_string
             || self.options.chat.to.is_some_and(|to| to != format)

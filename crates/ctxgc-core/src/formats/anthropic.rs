@@ -21,14 +21,20 @@
 //! assert!(matches!(&m.blocks[1], Block::ToolCall(c) if c.name == "get_weather"));
 //! ```
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
+use crate::chat::lowering::{ChatDoc, Envelope};
 use crate::chat::lowering::{Problems, StringOrList, assign_ids, chat_item, parse_item, type_name};
 use crate::error::{Diagnostic, Error};
+use crate::formats::protocol::{StreamRound, ToolCallMade};
 use crate::formats::set_output_text;
 use crate::frontend::RawItem;
 use crate::ir::{Block, Call, Item, Kind, Message, Role, ToolOutput};
 use crate::plan::BlockRewrite;
+use crate::render::messages::{
+    OutputMessage, RenderedChat, Source, internal, item_json, write_array, write_object,
+};
+use crate::session::Session;
 
 /// The id of the item lowered from the top-level `system`.
 pub const SYSTEM_ID: &str = "system";
@@ -314,6 +320,110 @@ pub fn payload(value: &Value, out: &mut Vec<String>) {
     }
 }
 
+/// The rendered Anthropic top-level `system` value: the prompt item's own bytes (as its plan
+/// renders them), or, with a register, its blocks with the register as one more text block.
+/// `None` when there is neither a prompt nor a register.
+pub fn render_system(
+    session: &Session,
+    system_item: Option<usize>,
+    register: Option<&str>,
+) -> Result<Option<String>, Error> {
+    let mut system = match system_item {
+        Some(s) => item_json(crate::ir::Format::Anthropic, session, s, true)?,
+        None => None,
+    };
+    if let Some(r) = register {
+        let mut blocks = match system.as_deref().map(serde_json::from_str::<Value>) {
+            None => Vec::new(),
+            Some(Ok(Value::String(text))) => vec![json!({"type": "text", "text": text})],
+            Some(Ok(Value::Array(list))) => list,
+            Some(Ok(Value::Null)) => Vec::new(),
+            Some(_) => return Err(internal("the system prompt no longer parses")),
+        };
+        blocks.push(json!({"type": "text", "text": r}));
+        system = Some(Value::Array(blocks).to_string());
+    }
+    Ok(system)
+}
+
+pub(crate) fn render_document(
+    doc: &ChatDoc,
+    session: &Session,
+    register: Option<&str>,
+) -> Result<RenderedChat, Error> {
+    let items = session.items();
+    let mut warnings = Vec::new();
+    // The system value: unchanged bytes unless a register is added or an old one removed.
+    let system = render_system(session, doc.system_item, register)?;
+    let mut messages = Vec::new();
+    if let Some(s) = &system {
+        messages.push(OutputMessage {
+            source: doc.system_item.map_or(Source::Register, Source::Item),
+            json: s.clone(),
+        });
+    }
+    let mut list = Vec::new();
+    for i in 0..items.len() {
+        if Some(i) == doc.system_item {
+            continue;
+        }
+        if let Some(json) = item_json(crate::ir::Format::Anthropic, session, i, false)? {
+            list.push(OutputMessage {
+                source: Source::Item(i),
+                json,
+            });
+        }
+    }
+    let array = write_array(&list);
+    messages.extend(list);
+    let text = match &doc.envelope {
+        Envelope::Array if system.is_none() => array,
+        Envelope::Array => {
+            warnings.push(Diagnostic::new(
+                0,
+                None,
+                Some("system"),
+                "the input was a bare message list; the register needs the top-level `system`, so the output is an object {\"system\", \"messages\"}",
+            ));
+            write_object(&[
+                ("system".into(), system.clone().unwrap_or_default()),
+                ("messages".into(), array),
+            ])
+        }
+        Envelope::Object { entries, .. } => {
+            let mut out: Vec<(String, String)> = Vec::new();
+            let mut placed = false;
+            for (k, v) in entries {
+                match k.as_str() {
+                    "system" => {
+                        if let Some(s) = &system {
+                            out.push((k.clone(), s.clone()));
+                        }
+                        placed = true;
+                    }
+                    "messages" => {
+                        if !placed && let Some(s) = &system {
+                            out.push(("system".into(), s.clone()));
+                            placed = true;
+                        }
+                        out.push((k.clone(), array.clone()));
+                    }
+                    _ => out.push((k.clone(), v.clone())),
+                }
+            }
+            write_object(&out)
+        }
+    };
+    Ok(RenderedChat {
+        text,
+        messages,
+        warnings,
+    })
+}
+
+/// The content block types only Anthropic messages hold.
+const BLOCK_TYPES: [&str; 4] = ["tool_use", "tool_result", "thinking", "redacted_thinking"];
+
 /// Anthropic Messages.
 #[derive(Debug, Clone, Copy)]
 pub struct Anthropic;
@@ -337,12 +447,28 @@ impl crate::formats::WireFormat for Anthropic {
                 .and_then(Value::as_array)
                 .is_some_and(|blocks| {
                     blocks.iter().any(|b| {
-                        matches!(
-                            b.get("type").and_then(Value::as_str),
-                            Some("tool_use" | "tool_result" | "thinking" | "redacted_thinking")
-                        )
+                        b.get("type")
+                            .and_then(Value::as_str)
+                            .is_some_and(|t| BLOCK_TYPES.contains(&t))
                     })
                 })
+    }
+
+    /// `{"system": ..., "messages": [...]}`.
+    fn claims_object(
+        &self,
+        object: &dyn crate::formats::detect::ObjectShape,
+    ) -> Option<crate::formats::detect::ObjectClaim> {
+        use crate::formats::detect::{Member, ObjectClaim};
+        (object.member("messages") == Some(Member::List) && object.member("system").is_some())
+            .then_some(ObjectClaim {
+                layout: crate::frontend::Layout::Wrapped("messages"),
+                by_first_item: false,
+            })
+    }
+
+    fn shown_by_block_type(&self, kind: &str) -> bool {
+        BLOCK_TYPES.contains(&kind)
     }
 
     fn system_key(&self) -> Option<&'static str> {
@@ -351,6 +477,180 @@ impl crate::formats::WireFormat for Anthropic {
 
     fn endpoint(&self) -> Option<&'static str> {
         Some("/messages")
+    }
+
+    fn tool_definition(&self, name: &str, description: &str, parameters: &Value) -> Option<Value> {
+        Some(json!({"name": name, "description": description, "input_schema": parameters}))
+    }
+
+    /// The `tool_use` blocks of the answer's `content`.
+    fn answer_tool_calls(&self, answer: &Value) -> Option<Vec<ToolCallMade>> {
+        let blocks = answer.get("content")?.as_array()?;
+        Some(
+            blocks
+                .iter()
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+                .map(|b| ToolCallMade {
+                    id: b.get("id").and_then(Value::as_str).map(str::to_owned),
+                    name: b
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    arguments: b.get("input").cloned(),
+                })
+                .collect(),
+        )
+    }
+
+    /// The assistant turn, then one user message of `tool_result` blocks.
+    fn continue_request(
+        &self,
+        request: &mut Value,
+        answer: &Value,
+        results: &[(&str, &str)],
+    ) -> Option<()> {
+        let messages = request.get_mut("messages")?.as_array_mut()?;
+        messages.push(json!({"role": "assistant", "content": answer.get("content")?.clone()}));
+        let blocks: Vec<Value> = results
+            .iter()
+            .map(|(call_id, text)| {
+                json!({"type": "tool_result", "tool_use_id": call_id, "content": text})
+            })
+            .collect();
+        messages.push(json!({"role": "user", "content": blocks}));
+        Some(())
+    }
+
+    fn error_body(&self, kind: &str, message: &str) -> Value {
+        json!({"type": "error", "error": {"type": kind, "message": message}})
+    }
+
+    fn stream_error_event(&self, message: &str) -> String {
+        format!(
+            "event: error\ndata: {}\n\n",
+            json!({"type": "error", "error": {"type": "api_error", "message": message}})
+        )
+    }
+
+    fn streams_answers(&self) -> bool {
+        true
+    }
+
+    /// Blocks pass until a `tool_use` block starts; a continuation leaves out its
+    /// `message_start` and numbers its blocks after the client's.
+    fn stream_event(&self, round: &mut StreamRound, bytes: Vec<u8>, data: &str) -> Option<Vec<u8>> {
+        let Ok(mut data) = serde_json::from_str::<Value>(data) else {
+            return round.pass_or_hold(bytes);
+        };
+        let kind = data
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let index = data
+            .get("index")
+            .and_then(Value::as_u64)
+            .map(|i| i as usize);
+        match (kind.as_str(), index) {
+            ("message_start", _) if !round.first => return None,
+            ("content_block_start", Some(i)) => {
+                let mut block = data.get("content_block").cloned().unwrap_or(Value::Null);
+                if block.get("type").and_then(Value::as_str) == Some("tool_use") {
+                    round.holding = true;
+                    block["input"] = json!({});
+                }
+                round.reserve_block(i);
+                round.blocks[i] = block;
+                if !round.holding {
+                    round.passed_blocks = round.passed_blocks.max(i + 1);
+                }
+            }
+            ("content_block_delta", Some(i)) if i < round.blocks.len() => {
+                let delta = data.get("delta").cloned().unwrap_or(Value::Null);
+                let block = &mut round.blocks[i];
+                let add = |block: &mut Value, key: &str, more: &str| {
+                    let now = block.get(key).and_then(Value::as_str).unwrap_or("");
+                    block[key] = Value::String(format!("{now}{more}"));
+                };
+                match delta.get("type").and_then(Value::as_str) {
+                    Some("text_delta") => add(block, "text", delta["text"].as_str().unwrap_or("")),
+                    Some("thinking_delta") => {
+                        add(block, "thinking", delta["thinking"].as_str().unwrap_or(""))
+                    }
+                    Some("signature_delta") => add(
+                        block,
+                        "signature",
+                        delta["signature"].as_str().unwrap_or(""),
+                    ),
+                    Some("input_json_delta") => {
+                        round.inputs[i].push_str(delta["partial_json"].as_str().unwrap_or(""))
+                    }
+                    _ => {}
+                }
+            }
+            ("content_block_stop", Some(i)) if i < round.blocks.len() => {
+                if !round.inputs[i].trim().is_empty()
+                    && let Ok(input) = serde_json::from_str::<Value>(&round.inputs[i])
+                {
+                    round.blocks[i]["input"] = input;
+                }
+            }
+            _ => {}
+        }
+        if round.holding {
+            round.held.push(bytes);
+            return None;
+        }
+        match index {
+            // Continuations number their blocks from 0: move them past the client's.
+            Some(i) if round.offset > 0 => {
+                data["index"] = json!(i + round.offset);
+                Some(format!("event: {kind}\ndata: {data}\n\n").into_bytes())
+            }
+            _ => Some(bytes),
+        }
+    }
+
+    fn stream_tool_calls(&self, round: &StreamRound) -> Vec<ToolCallMade> {
+        round
+            .blocks
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+            .map(|b| ToolCallMade {
+                id: Some(b["id"].as_str().unwrap_or("").to_owned()),
+                name: b["name"].as_str().unwrap_or("").to_owned(),
+                arguments: Some(b["input"].clone()),
+            })
+            .collect()
+    }
+
+    fn stream_answer(&self, round: &StreamRound) -> Value {
+        json!({"content": round.present_blocks()})
+    }
+
+    fn takes_cache_breakpoints(&self) -> bool {
+        true
+    }
+
+    fn render_system(
+        &self,
+        session: &Session,
+        system_item: Option<usize>,
+        register: Option<&str>,
+    ) -> Result<Option<String>, Error> {
+        render_system(session, system_item, register)
+    }
+
+    /// `max_tokens` is required by the API.
+    fn request_body(&self, model: &str, system: Option<&str>, list: &str) -> String {
+        let model = Value::String(model.to_owned());
+        match system {
+            Some(system) => format!(
+                "{{\"model\":{model},\"max_tokens\":1024,\"system\":{system},\"messages\":{list}}}"
+            ),
+            None => format!("{{\"model\":{model},\"max_tokens\":1024,\"messages\":{list}}}"),
+        }
     }
 
     fn call_id_key(&self) -> &'static str {
@@ -468,7 +768,7 @@ impl crate::formats::WireFormat for Anthropic {
         session: &crate::session::Session,
         register: Option<&str>,
     ) -> Result<crate::render::messages::RenderedChat, Error> {
-        crate::render::messages::render_anthropic(doc, session, register)
+        render_document(doc, session, register)
     }
 
     fn validate_list(

@@ -641,6 +641,10 @@ impl crate::formats::WireFormat for Events {
         crate::ir::Format::Events
     }
 
+    fn family(&self) -> crate::formats::Family {
+        crate::formats::Family::Events
+    }
+
     fn name(&self) -> &'static str {
         "events"
     }
@@ -649,6 +653,25 @@ impl crate::formats::WireFormat for Events {
         item.get("type")
             .and_then(Value::as_str)
             .is_some_and(|t| EVENT_TYPES.contains(&t) || item.contains_key("id"))
+    }
+
+    /// `{"events": [...]}`, or one event on its own (an object with a `type`).
+    fn claims_object(
+        &self,
+        object: &dyn crate::formats::detect::ObjectShape,
+    ) -> Option<crate::formats::detect::ObjectClaim> {
+        use crate::formats::detect::{Member, ObjectClaim};
+        let layout = if object.member("events") == Some(Member::List) {
+            Layout::Wrapped("events")
+        } else if object.member("type").is_some() {
+            Layout::Lines
+        } else {
+            return None;
+        };
+        Some(ObjectClaim {
+            layout,
+            by_first_item: false,
+        })
     }
 
     fn lower<'a>(
@@ -662,6 +685,21 @@ impl crate::formats::WireFormat for Events {
             text,
             items,
         )])
+    }
+
+    /// An event trace is lowered from the split items, not read again.
+    fn lower_split<'a>(
+        &self,
+        text: &'a str,
+        raw: &[RawItem<'_>],
+        validated: bool,
+        options: &crate::compile::Options,
+    ) -> Option<Result<crate::formats::Lowered<'a>, Error>> {
+        Some(
+            lower_raw_events(raw, &options.events)
+                .map_err(|e| crate::frontend::broken_document_first(text, validated, e))
+                .map(|items| crate::formats::Lowered::bare(crate::ir::Format::Events, text, items)),
+        )
     }
 
     fn session(&self, options: &crate::compile::Options) -> crate::session::Session {

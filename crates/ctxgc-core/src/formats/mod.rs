@@ -27,6 +27,7 @@ use serde_json::{Map, Value, json};
 use crate::chat::lowering::ChatDoc;
 use crate::compile::{Compiled, Options};
 use crate::error::Error;
+use crate::formats::protocol::{StreamRound, ToolCallMade};
 use crate::frontend::RawItem;
 use crate::ir::{Format, Item};
 use crate::plan::BlockRewrite;
@@ -69,15 +70,17 @@ macro_rules! chat_driver {
             crate::chat::compile::transcripts(lowered, session, options, prefix)
         }
 
-        fn is_chat(&self) -> bool {
-            true
+        fn family(&self) -> crate::formats::Family {
+            crate::formats::Family::Chat
         }
     };
 }
 
 pub mod anthropic;
+pub mod detect;
 pub mod events;
 pub mod openai_chat;
+pub mod protocol;
 pub mod records;
 pub mod responses;
 pub mod tracetrim;
@@ -188,6 +191,18 @@ fn not_chat(name: &str) -> String {
     format!("{name} is not a chat format")
 }
 
+/// What a format holds, which decides how it is compiled and stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// Agent event traces (`set_var`, `tool_call`, ...): compiled, and stored item by item.
+    Events,
+    /// A provider's message list: compiled, converted into one another, stored as
+    /// transcripts, served by a gateway.
+    Chat,
+    /// Tool-call traces, read to learn projections; not compiled.
+    ToolTrace,
+}
+
 /// A wire format: detection, lowering, the session that compiles it, rendering, reporting,
 /// validation, and where a request keeps its conversation.
 ///
@@ -205,6 +220,35 @@ pub trait WireFormat: Sync {
     /// format before it declined.
     fn claims_item(&self, item: &Map<String, Value>) -> bool;
 
+    /// Whether a document object is one of this format's, and how it holds its items (an
+    /// `events` array; `messages` beside a top-level `system`). Asked in [`REGISTRY`] order.
+    fn claims_object(&self, object: &dyn detect::ObjectShape) -> Option<detect::ObjectClaim> {
+        let _ = object;
+        None
+    }
+
+    /// Whether a line of JSONL is one of this format's before any format is asked about it
+    /// as an item ([`WireFormat::claims_item`]): for a format whose lines other formats
+    /// would claim by their fields.
+    fn claims_line(&self, line: &Map<String, Value>) -> bool {
+        let _ = line;
+        false
+    }
+
+    /// Whether an item of a message list whose own `type` is `kind` shows by itself that the
+    /// list is this format's (a Responses `function_call`).
+    fn shown_by_item_type(&self, kind: &str) -> bool {
+        let _ = kind;
+        false
+    }
+
+    /// Whether a content block of type `kind` inside a message shows by itself that the list
+    /// is this format's (an Anthropic `tool_use`).
+    fn shown_by_block_type(&self, kind: &str) -> bool {
+        let _ = kind;
+        false
+    }
+
     /// Refuses, before anything is read, an input this format lowers but cannot compile.
     fn compilable(&self) -> Result<(), Error> {
         Ok(())
@@ -212,6 +256,21 @@ pub trait WireFormat: Sync {
 
     /// Lowers `text` to its conversations (one per record for JSONL of records).
     fn lower<'a>(&self, text: &'a str, options: &Options) -> Result<Vec<Lowered<'a>>, Error>;
+
+    /// Lowers a document [`crate::frontend::detect_and_split_unchecked`] already split into
+    /// `raw` (`validated`: whether that read validated the document), for a format that
+    /// lowers from split items instead of reading `text` again. `None`: lower `text` with
+    /// [`WireFormat::lower`].
+    fn lower_split<'a>(
+        &self,
+        text: &'a str,
+        raw: &[RawItem<'_>],
+        validated: bool,
+        options: &Options,
+    ) -> Option<Result<Lowered<'a>, Error>> {
+        let _ = (text, raw, validated, options);
+        None
+    }
 
     /// An empty session configured by `options` to compile this format: retention, passes,
     /// the prompt-cache model.
@@ -235,10 +294,13 @@ pub trait WireFormat: Sync {
         prefix: &str,
     ) -> Result<(String, String), Error>;
 
+    /// What the format holds.
+    fn family(&self) -> Family;
+
     /// True for message lists (chats): they can be converted into one another (`--to`),
     /// stored as chat sessions and compiled by a gateway.
     fn is_chat(&self) -> bool {
-        false
+        self.family() == Family::Chat
     }
 
     /// The key of the item list in a document object or request body.
@@ -259,6 +321,19 @@ pub trait WireFormat: Sync {
     /// The provider's endpoint for this format (the path after an optional `/v1`).
     fn endpoint(&self) -> Option<&'static str> {
         None
+    }
+
+    /// The rendered value of the top-level system field ([`WireFormat::system_key`]): the
+    /// prompt item `system_item` as its plan renders it, with the register where one is
+    /// given. `None` when there is neither, or the format keeps no such field.
+    fn render_system(
+        &self,
+        session: &Session,
+        system_item: Option<usize>,
+        register: Option<&str>,
+    ) -> Result<Option<String>, Error> {
+        let _ = (session, system_item, register);
+        Ok(None)
     }
 
     /// Whether a message's own `id` names it (Anthropic messages carry no ids).
@@ -352,6 +427,95 @@ pub trait WireFormat: Sync {
     fn validate_list(&self, doc: &Value, list: &[Value], out: &mut Vec<Violation>) {
         let _ = (doc, list);
         out.push(Violation::new(0, Rule::Shape, not_chat(self.name())));
+    }
+
+    // The provider's protocol, as a gateway speaks it (see [`protocol`]). The defaults
+    // describe a format no provider serves: no tools, errors in OpenAI's shape.
+
+    /// A tool's definition in a request of this format; `None` for a format no provider
+    /// serves.
+    fn tool_definition(&self, name: &str, description: &str, parameters: &Value) -> Option<Value> {
+        let _ = (name, description, parameters);
+        None
+    }
+
+    /// The tool calls a whole (not streamed) answer makes, in order; `None` when the answer
+    /// lacks the list that holds them.
+    fn answer_tool_calls(&self, answer: &Value) -> Option<Vec<ToolCallMade>> {
+        let _ = answer;
+        None
+    }
+
+    /// Appends the model's turn (`answer`, shaped as [`WireFormat::answer_tool_calls`] reads
+    /// it) and its tool calls' results (call id, text) to a request body. `None` when the
+    /// request or the answer lacks the lists this needs.
+    fn continue_request(
+        &self,
+        request: &mut Value,
+        answer: &Value,
+        results: &[(&str, &str)],
+    ) -> Option<()> {
+        let _ = (request, answer, results);
+        None
+    }
+
+    /// The body of an error a gateway answers with itself, in the API's shape.
+    fn error_body(&self, kind: &str, message: &str) -> Value {
+        json!({"error": {"message": message, "type": kind, "param": null, "code": null}})
+    }
+
+    /// An error told inside a stream already under way, as one server-sent event.
+    fn stream_error_event(&self, message: &str) -> String {
+        format!(
+            "data: {}\n\n",
+            json!({"error": {"message": message, "type": "api_error", "param": null, "code": null}})
+        )
+    }
+
+    /// Whether a streamed answer of this format can be read event by event
+    /// ([`WireFormat::stream_event`]).
+    fn streams_answers(&self) -> bool {
+        false
+    }
+
+    /// Reads one server-sent event of a streamed answer (its exact bytes and its `data`) into
+    /// `round`; returns the bytes that go to the client now, if any (a continuation's events
+    /// are renumbered to follow what the client has).
+    fn stream_event(&self, round: &mut StreamRound, bytes: Vec<u8>, data: &str) -> Option<Vec<u8>> {
+        let _ = data;
+        round.pass_or_hold(bytes)
+    }
+
+    /// The tool calls of a streamed answer read so far, in order.
+    fn stream_tool_calls(&self, round: &StreamRound) -> Vec<ToolCallMade> {
+        let _ = round;
+        Vec::new()
+    }
+
+    /// The model's turn of a streamed answer, shaped as a whole answer (what
+    /// [`WireFormat::continue_request`] reads).
+    fn stream_answer(&self, round: &StreamRound) -> Value {
+        let _ = round;
+        Value::Null
+    }
+
+    /// Whether a request of this format may carry prompt-cache breakpoints a gateway marks
+    /// (Anthropic's `cache_control`).
+    fn takes_cache_breakpoints(&self) -> bool {
+        false
+    }
+
+    /// A request body for `model` holding `list` (a JSON list of this format's items) and,
+    /// for a format that keeps it in its own field, the system prompt.
+    fn request_body(&self, model: &str, system: Option<&str>, list: &str) -> String {
+        let model = Value::String(model.to_owned());
+        match (self.system_key(), system) {
+            (Some(key), Some(system)) => format!(
+                "{{\"model\":{model},\"{key}\":{system},\"{}\":{list}}}",
+                self.items_key()
+            ),
+            _ => format!("{{\"model\":{model},\"{}\":{list}}}", self.items_key()),
+        }
     }
 }
 

@@ -19,10 +19,11 @@
 //! assert_eq!(call.arguments["id"], 7);
 //! ```
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::chat::lowering::{Problems, lower_each, parse_arguments, type_name};
 use crate::error::Error;
+use crate::formats::protocol::{StreamRound, ToolCallMade, arguments_of_text};
 use crate::formats::set_output_text;
 use crate::frontend::{Layout, RawItem, split_items};
 use crate::ir::{Block, Call, Item, Kind, Message, Role, ToolOutput};
@@ -396,8 +397,128 @@ impl crate::formats::WireFormat for OpenaiChat {
         item.contains_key("role")
     }
 
+    /// `{"messages": [...]}`: whose messages they are, the first one tells.
+    fn claims_object(
+        &self,
+        object: &dyn crate::formats::detect::ObjectShape,
+    ) -> Option<crate::formats::detect::ObjectClaim> {
+        use crate::formats::detect::{Member, ObjectClaim};
+        (object.member("messages") == Some(Member::List)).then_some(ObjectClaim {
+            layout: crate::frontend::Layout::Wrapped("messages"),
+            by_first_item: true,
+        })
+    }
+
     fn endpoint(&self) -> Option<&'static str> {
         Some("/chat/completions")
+    }
+
+    fn tool_definition(&self, name: &str, description: &str, parameters: &Value) -> Option<Value> {
+        Some(
+            json!({"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}),
+        )
+    }
+
+    /// The `tool_calls` of the first choice's message.
+    fn answer_tool_calls(&self, answer: &Value) -> Option<Vec<ToolCallMade>> {
+        let message = answer.pointer("/choices/0/message")?;
+        let calls = message.get("tool_calls")?.as_array()?;
+        Some(
+            calls
+                .iter()
+                .map(|call| ToolCallMade {
+                    id: call.get("id").and_then(Value::as_str).map(str::to_owned),
+                    name: call
+                        .pointer("/function/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    arguments: arguments_of_text(
+                        call.pointer("/function/arguments").and_then(Value::as_str),
+                    ),
+                })
+                .collect(),
+        )
+    }
+
+    /// The assistant message, then one `tool` message per result.
+    fn continue_request(
+        &self,
+        request: &mut Value,
+        answer: &Value,
+        results: &[(&str, &str)],
+    ) -> Option<()> {
+        let messages = request.get_mut("messages")?.as_array_mut()?;
+        messages.push(answer.pointer("/choices/0/message")?.clone());
+        for (call_id, text) in results {
+            messages.push(json!({"role": "tool", "tool_call_id": call_id, "content": text}));
+        }
+        Some(())
+    }
+
+    fn streams_answers(&self) -> bool {
+        true
+    }
+
+    /// Chunks pass until one carries `tool_calls`; the text and the calls are gathered from
+    /// the deltas.
+    fn stream_event(&self, round: &mut StreamRound, bytes: Vec<u8>, data: &str) -> Option<Vec<u8>> {
+        if let Ok(chunk) = serde_json::from_str::<Value>(data)
+            && let Some(delta) = chunk.pointer("/choices/0/delta")
+        {
+            if let Some(text) = delta.get("content").and_then(Value::as_str) {
+                round.text.push_str(text);
+            }
+            if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+                round.holding = true;
+                for call in calls {
+                    let index = call.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+                    if round.calls.len() <= index {
+                        round.calls.resize(index + 1, Default::default());
+                    }
+                    let slot = &mut round.calls[index];
+                    if let Some(id) = call.get("id").and_then(Value::as_str) {
+                        slot.0.push_str(id);
+                    }
+                    if let Some(name) = call.pointer("/function/name").and_then(Value::as_str) {
+                        slot.1.push_str(name);
+                    }
+                    if let Some(args) = call.pointer("/function/arguments").and_then(Value::as_str)
+                    {
+                        slot.2.push_str(args);
+                    }
+                }
+            }
+        }
+        round.pass_or_hold(bytes)
+    }
+
+    fn stream_tool_calls(&self, round: &StreamRound) -> Vec<ToolCallMade> {
+        round
+            .calls
+            .iter()
+            .map(|(id, name, args)| ToolCallMade {
+                id: Some(id.clone()),
+                name: name.clone(),
+                arguments: arguments_of_text(Some(args)),
+            })
+            .collect()
+    }
+
+    fn stream_answer(&self, round: &StreamRound) -> Value {
+        let calls: Vec<Value> = round
+            .calls
+            .iter()
+            .map(|(id, name, args)| {
+                json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}})
+            })
+            .collect();
+        let content = if round.text.is_empty() {
+            Value::Null
+        } else {
+            Value::String(round.text.clone())
+        };
+        json!({"choices": [{"message": {"role": "assistant", "content": content, "tool_calls": calls}}]})
     }
 
     fn lower_items(&self, raw: &[RawItem<'_>], _system: Option<&str>) -> Result<Vec<Item>, Error> {

@@ -14,8 +14,9 @@
 
 use serde_json::Value;
 
-use crate::chat::lowering::{ChatDoc, chat_format_of, lower_document};
+use crate::chat::lowering::{ChatDoc, lower_document};
 use crate::error::{Diagnostic, Error};
+use crate::formats::detect::chat_format_of;
 use crate::ir::Format;
 
 /// One record, lowered.

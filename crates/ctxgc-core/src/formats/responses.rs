@@ -23,10 +23,11 @@
 //! assert_eq!(items[3].id, "m3");
 //! ```
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::chat::lowering::{Problems, StringOrList, chat_item, lower_each, parse_arguments};
 use crate::error::Error;
+use crate::formats::protocol::{StreamRound, ToolCallMade, arguments_of_text};
 use crate::formats::set_output_text;
 use crate::frontend::RawItem;
 use crate::ir::{Block, Call, Item, Kind, Message, Role, ToolOutput};
@@ -196,6 +197,14 @@ pub fn payload(value: &Value, out: &mut Vec<String>) {
     }
 }
 
+/// The item types only a Responses input holds.
+const ITEM_TYPES: [&str; 4] = [
+    "function_call",
+    "function_call_output",
+    "message",
+    "reasoning",
+];
+
 /// OpenAI Responses input items.
 #[derive(Debug, Clone, Copy)]
 pub struct Responses;
@@ -226,12 +235,190 @@ impl crate::formats::WireFormat for Responses {
         "input"
     }
 
+    /// `{"input": [...]}` or `{"input": "..."}`, unless the object holds `messages` too.
+    fn claims_object(
+        &self,
+        object: &dyn crate::formats::detect::ObjectShape,
+    ) -> Option<crate::formats::detect::ObjectClaim> {
+        use crate::formats::detect::{Member, ObjectClaim};
+        let input = object.member("input");
+        (matches!(input, Some(Member::List | Member::Text))
+            && object.member("messages") != Some(Member::List))
+        .then_some(ObjectClaim {
+            layout: crate::frontend::Layout::Wrapped("input"),
+            by_first_item: false,
+        })
+    }
+
+    fn shown_by_item_type(&self, kind: &str) -> bool {
+        ITEM_TYPES.contains(&kind)
+    }
+
     fn item_noun(&self) -> &'static str {
         "input items"
     }
 
     fn endpoint(&self) -> Option<&'static str> {
         Some("/responses")
+    }
+
+    fn tool_definition(&self, name: &str, description: &str, parameters: &Value) -> Option<Value> {
+        Some(
+            json!({"type": "function", "name": name, "description": description, "parameters": parameters}),
+        )
+    }
+
+    /// The `function_call` items of the answer's `output`.
+    fn answer_tool_calls(&self, answer: &Value) -> Option<Vec<ToolCallMade>> {
+        let output = answer.get("output")?.as_array()?;
+        Some(
+            output
+                .iter()
+                .filter(|i| i.get("type").and_then(Value::as_str) == Some("function_call"))
+                .map(|item| ToolCallMade {
+                    id: item
+                        .get("call_id")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    name: item
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    arguments: arguments_of_text(item.get("arguments").and_then(Value::as_str)),
+                })
+                .collect(),
+        )
+    }
+
+    /// The answer's output items, then one `function_call_output` per result.
+    fn continue_request(
+        &self,
+        request: &mut Value,
+        answer: &Value,
+        results: &[(&str, &str)],
+    ) -> Option<()> {
+        let input = request.get_mut("input")?.as_array_mut()?;
+        for item in answer.get("output")?.as_array()? {
+            input.push(item.clone());
+        }
+        for (call_id, text) in results {
+            input.push(json!({"type": "function_call_output", "call_id": call_id, "output": text}));
+        }
+        Some(())
+    }
+
+    fn stream_error_event(&self, message: &str) -> String {
+        format!(
+            "event: error\ndata: {}\n\n",
+            json!({"type": "error", "code": "api_error", "message": message, "param": null})
+        )
+    }
+
+    fn streams_answers(&self) -> bool {
+        true
+    }
+
+    /// Output items pass until a `function_call` item is added. A continuation leaves out
+    /// `response.created` and `response.in_progress`, continues the sequence numbers and
+    /// output indexes, and its final response lists every item the client was shown.
+    fn stream_event(&self, round: &mut StreamRound, bytes: Vec<u8>, data: &str) -> Option<Vec<u8>> {
+        let Ok(mut data) = serde_json::from_str::<Value>(data) else {
+            return round.pass_or_hold(bytes);
+        };
+        let kind = data
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let index = data
+            .get("output_index")
+            .and_then(Value::as_u64)
+            .map(|i| i as usize);
+        if let Some(i) = index {
+            round.reserve_block(i);
+        }
+        match (kind.as_str(), index) {
+            ("response.created" | "response.in_progress", _) if !round.first => return None,
+            ("response.output_item.added", Some(i)) => {
+                let item = data.get("item").cloned().unwrap_or(Value::Null);
+                if item.get("type").and_then(Value::as_str) == Some("function_call") {
+                    round.holding = true;
+                }
+                round.blocks[i] = item;
+                if !round.holding {
+                    round.passed_blocks = round.passed_blocks.max(i + 1);
+                }
+            }
+            ("response.function_call_arguments.delta", Some(i)) => {
+                round.inputs[i].push_str(data["delta"].as_str().unwrap_or(""));
+            }
+            ("response.function_call_arguments.done", Some(i)) => {
+                if let Some(args) = data.get("arguments").and_then(Value::as_str) {
+                    round.inputs[i] = args.to_owned();
+                }
+            }
+            ("response.output_item.done", Some(i)) => {
+                let mut item = data.get("item").cloned().unwrap_or(Value::Null);
+                if item.get("type").and_then(Value::as_str) == Some("function_call")
+                    && item.get("arguments").is_none()
+                {
+                    item["arguments"] = Value::String(round.inputs[i].clone());
+                }
+                round.blocks[i] = item;
+            }
+            _ => {}
+        }
+        if round.first {
+            if !round.holding
+                && let Some(seq) = data.get("sequence_number").and_then(Value::as_u64)
+            {
+                round.next_seq = round.next_seq.max(seq + 1);
+            }
+            return round.pass_or_hold(bytes);
+        }
+        if data.get("sequence_number").is_some() {
+            data["sequence_number"] = json!(round.next_seq);
+            round.next_seq += 1;
+        }
+        if let Some(i) = index {
+            data["output_index"] = json!(i + round.offset);
+        }
+        if matches!(
+            kind.as_str(),
+            "response.completed" | "response.incomplete" | "response.failed"
+        ) && let Some(output) = data.pointer_mut("/response/output")
+            && let Some(list) = output.as_array()
+        {
+            let mut all = round.earlier.clone();
+            all.extend(list.iter().cloned());
+            *output = Value::Array(all);
+        }
+        round.pass_or_hold(format!("event: {kind}\ndata: {data}\n\n").into_bytes())
+    }
+
+    fn stream_tool_calls(&self, round: &StreamRound) -> Vec<ToolCallMade> {
+        round
+            .blocks
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.get("type").and_then(Value::as_str) == Some("function_call"))
+            .map(|(i, b)| {
+                let args = b
+                    .get("arguments")
+                    .and_then(Value::as_str)
+                    .map_or_else(|| round.inputs[i].clone(), str::to_owned);
+                ToolCallMade {
+                    id: Some(b["call_id"].as_str().unwrap_or("").to_owned()),
+                    name: b["name"].as_str().unwrap_or("").to_owned(),
+                    arguments: arguments_of_text(Some(&args)),
+                }
+            })
+            .collect()
+    }
+
+    fn stream_answer(&self, round: &StreamRound) -> Value {
+        json!({"output": round.present_blocks()})
     }
 
     fn call_id_key(&self) -> &'static str {

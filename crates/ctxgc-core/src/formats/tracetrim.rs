@@ -394,6 +394,10 @@ impl crate::formats::WireFormat for Tracetrim {
         crate::ir::Format::Tracetrim
     }
 
+    fn family(&self) -> crate::formats::Family {
+        crate::formats::Family::ToolTrace
+    }
+
     fn name(&self) -> &'static str {
         "tracetrim"
     }
@@ -403,6 +407,25 @@ impl crate::formats::WireFormat for Tracetrim {
             item.get("kind").and_then(Value::as_str),
             Some("prompt" | "call" | "message")
         )
+    }
+
+    /// A one-line trace: an object with a `kind`.
+    fn claims_object(
+        &self,
+        object: &dyn crate::formats::detect::ObjectShape,
+    ) -> Option<crate::formats::detect::ObjectClaim> {
+        object
+            .member("kind")
+            .is_some()
+            .then_some(crate::formats::detect::ObjectClaim {
+                layout: crate::frontend::Layout::Lines,
+                by_first_item: false,
+            })
+    }
+
+    /// Its lines carry a `role` that chat formats would claim; the `kind` comes first.
+    fn claims_line(&self, line: &Map<String, Value>) -> bool {
+        self.claims_item(line)
     }
 
     fn compilable(&self) -> Result<(), Error> {

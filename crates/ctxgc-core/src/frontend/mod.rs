@@ -84,7 +84,7 @@ fn detect_document(doc: &str) -> Result<Detected, Error> {
     };
     match doc.as_bytes().first() {
         Some(b'[') => match first_element(doc)? {
-            None => single(Format::Events),
+            None => single(crate::formats::detect::of_empty_list().format()),
             Some(first) => single(classify_item(&first)?),
         },
         Some(b'{') => {
@@ -102,58 +102,26 @@ fn detect_document(doc: &str) -> Result<Detected, Error> {
 type TopLevel<'a> = std::collections::HashMap<String, &'a RawValue>;
 
 fn detect_object(map: &TopLevel<'_>) -> Result<Detected, Error> {
-    let is_array = |raw: &RawValue| raw.get().starts_with('[');
-    if map.get("events").is_some_and(|v| is_array(v)) {
-        return Ok(Detected {
-            format: Format::Events,
-            layout: Layout::Wrapped("events"),
-            records: false,
-        });
-    }
-    if let Some(messages) = map.get("messages").filter(|v| is_array(v)) {
-        let format = if map.contains_key("system") {
-            Format::Anthropic
-        } else {
-            match first_element(messages.get())? {
+    let Some((wire, claim)) = crate::formats::detect::claiming_object(map) else {
+        return Err(Error::UnknownFormat(
+            "a JSON object without an `events`, `messages` or `input` array".into(),
+        ));
+    };
+    let format = match claim.layout {
+        Layout::Wrapped(key) if claim.by_first_item => match map.get(key) {
+            Some(list) => match first_element(list.get())? {
                 Some(first) => classify_item(&first)?,
-                None => Format::OpenaiChat,
-            }
-        };
-        return Ok(Detected {
-            format,
-            layout: Layout::Wrapped("messages"),
-            records: false,
-        });
-    }
-    if map
-        .get("input")
-        .is_some_and(|i| is_array(i) || i.get().starts_with('"'))
-    {
-        return Ok(Detected {
-            format: Format::Responses,
-            layout: Layout::Wrapped("input"),
-            records: false,
-        });
-    }
-    if map.contains_key("type") {
-        // A single event on its own.
-        return Ok(Detected {
-            format: Format::Events,
-            layout: Layout::Lines,
-            records: false,
-        });
-    }
-    if map.contains_key("kind") {
-        // A one-line tracetrim trace.
-        return Ok(Detected {
-            format: Format::Tracetrim,
-            layout: Layout::Lines,
-            records: false,
-        });
-    }
-    Err(Error::UnknownFormat(
-        "a JSON object without an `events`, `messages` or `input` array".into(),
-    ))
+                None => wire.format(),
+            },
+            None => wire.format(),
+        },
+        _ => wire.format(),
+    };
+    Ok(Detected {
+        format,
+        layout: claim.layout,
+        records: false,
+    })
 }
 
 /// The first element of the JSON array `array`, parsed. The array has been validated as a
@@ -189,26 +157,25 @@ fn detect_lines(text: &str) -> Result<Detected, Error> {
             records,
         })
     };
-    match &value {
-        Value::Object(map) if map.get("messages").is_some_and(Value::is_array) => {
-            let format = match map.get("messages").and_then(|m| m.get(0)) {
-                Some(first) if !map.contains_key("system") => classify_item(first)?,
-                Some(_) => Format::Anthropic,
-                None => Format::OpenaiChat,
-            };
-            lines(format, true)
-        }
-        Value::Object(map)
-            if matches!(
-                map.get("kind").and_then(Value::as_str),
-                Some("prompt" | "call" | "message")
-            ) =>
-        {
-            lines(Format::Tracetrim, false)
-        }
-        Value::Object(_) => lines(classify_item(&value)?, false),
-        _ => Err(Error::UnknownFormat("line 1 is not a JSON object".into())),
+    let Value::Object(map) = &value else {
+        return Err(Error::UnknownFormat("line 1 is not a JSON object".into()));
+    };
+    // A line that is a whole conversation (`{"id", "messages": [...]}`): a record.
+    if let Some((wire, claim)) = crate::formats::detect::claiming_object(map)
+        && wire.is_chat()
+        && let Layout::Wrapped(key) = claim.layout
+        && key == crate::formats::detect::default_chat().items_key()
+    {
+        let format = match map.get(key).and_then(|m| m.get(0)) {
+            Some(first) if claim.by_first_item => classify_item(first)?,
+            _ => wire.format(),
+        };
+        return lines(format, true);
     }
+    if let Some(wire) = crate::formats::detect::claiming_line(map) {
+        return lines(wire.format(), false);
+    }
+    lines(classify_item(&value)?, false)
 }
 
 /// Which format one item belongs to: the first registered format that claims it.
@@ -242,7 +209,7 @@ pub fn detect_and_split(text: &str) -> Result<(Detected, Vec<RawItem<'_>>), Erro
         && let Ok(items) = serde_json::from_str::<Vec<&RawValue>>(trimmed)
     {
         let format = match items.first() {
-            None => Format::Events,
+            None => crate::formats::detect::of_empty_list().format(),
             Some(first) => {
                 let first: Value =
                     serde_json::from_str(first.get()).map_err(|e| Error::json("input", &e))?;
@@ -277,9 +244,9 @@ pub fn detect_and_split(text: &str) -> Result<(Detected, Vec<RawItem<'_>>), Erro
 /// ```
 pub fn detect_and_split_unchecked(text: &str) -> Result<(Detected, Vec<RawItem<'_>>, bool), Error> {
     let trimmed = text.trim_start_matches('\u{feff}').trim();
-    if let Some(items) = split_event_array(trimmed) {
+    if let Some((format, items)) = split_event_array(trimmed) {
         let detected = Detected {
-            format: Format::Events,
+            format,
             layout: Layout::Array,
             records: false,
         };
@@ -309,21 +276,23 @@ const STRUCTURAL_DEPTH_LIMIT: usize = 100;
 /// whose first item is an event, found by following strings and brackets only. `None`
 /// otherwise, as soon as that is known (a chat array is left after its first item): the caller
 /// then validates the text, which says what it is or what is wrong.
-fn split_event_array(text: &str) -> Option<Vec<RawItem<'_>>> {
+fn split_event_array(text: &str) -> Option<(Format, Vec<RawItem<'_>>)> {
     let bytes = text.as_bytes();
     if bytes.first() != Some(&b'[') || bytes.last() != Some(&b']') {
         return None;
     }
     let mut items = Vec::new();
     let mut at = skip_json_space(bytes, 1);
+    let mut format = crate::formats::detect::of_empty_list().format();
     if at == bytes.len() - 1 {
-        return Some(items);
+        return Some((format, items));
     }
     loop {
         let (item, next) = array_item_at(text, at)?;
         if items.is_empty() {
             let first: Value = serde_json::from_str(item).ok()?;
-            if !matches!(classify_item(&first), Ok(Format::Events)) {
+            format = classify_item(&first).ok()?;
+            if format.wire().family() != crate::formats::Family::Events {
                 return None;
             }
         }
@@ -333,7 +302,7 @@ fn split_event_array(text: &str) -> Option<Vec<RawItem<'_>>> {
         });
         match bytes.get(next)? {
             b',' => at = skip_json_space(bytes, next + 1),
-            b']' if next == bytes.len() - 1 => return Some(items),
+            b']' if next == bytes.len() - 1 => return Some((format, items)),
             _ => return None,
         }
     }

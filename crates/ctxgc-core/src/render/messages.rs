@@ -61,7 +61,7 @@ pub struct RenderedChat {
     pub warnings: Vec<Diagnostic>,
 }
 
-fn internal(message: impl Into<String>) -> Error {
+pub(crate) fn internal(message: impl Into<String>) -> Error {
     Error::Usage(format!("rendering failed: {}", message.into()))
 }
 
@@ -176,7 +176,7 @@ pub fn register_position(items: &[Item], skip: Option<usize>) -> usize {
         .unwrap_or(items.len())
 }
 
-fn write_array(messages: &[OutputMessage]) -> String {
+pub(crate) fn write_array(messages: &[OutputMessage]) -> String {
     let mut out = String::from("[");
     for (k, m) in messages.iter().enumerate() {
         if k > 0 {
@@ -289,107 +289,6 @@ fn envelope_with(doc: &ChatDoc, list: String) -> String {
             write_object(&entries)
         }
     }
-}
-
-/// The rendered Anthropic top-level `system` value: the prompt item's own bytes (as its plan
-/// renders them), or, with a register, its blocks with the register as one more text block.
-/// `None` when there is neither a prompt nor a register.
-pub fn anthropic_system(
-    session: &Session,
-    system_item: Option<usize>,
-    register: Option<&str>,
-) -> Result<Option<String>, Error> {
-    let mut system = match system_item {
-        Some(s) => item_json(Format::Anthropic, session, s, true)?,
-        None => None,
-    };
-    if let Some(r) = register {
-        let mut blocks = match system.as_deref().map(serde_json::from_str::<Value>) {
-            None => Vec::new(),
-            Some(Ok(Value::String(text))) => vec![json!({"type": "text", "text": text})],
-            Some(Ok(Value::Array(list))) => list,
-            Some(Ok(Value::Null)) => Vec::new(),
-            Some(_) => return Err(internal("the system prompt no longer parses")),
-        };
-        blocks.push(json!({"type": "text", "text": r}));
-        system = Some(Value::Array(blocks).to_string());
-    }
-    Ok(system)
-}
-
-pub(crate) fn render_anthropic(
-    doc: &ChatDoc,
-    session: &Session,
-    register: Option<&str>,
-) -> Result<RenderedChat, Error> {
-    let items = session.items();
-    let mut warnings = Vec::new();
-    // The system value: unchanged bytes unless a register is added or an old one removed.
-    let system = anthropic_system(session, doc.system_item, register)?;
-    let mut messages = Vec::new();
-    if let Some(s) = &system {
-        messages.push(OutputMessage {
-            source: doc.system_item.map_or(Source::Register, Source::Item),
-            json: s.clone(),
-        });
-    }
-    let mut list = Vec::new();
-    for i in 0..items.len() {
-        if Some(i) == doc.system_item {
-            continue;
-        }
-        if let Some(json) = item_json(Format::Anthropic, session, i, false)? {
-            list.push(OutputMessage {
-                source: Source::Item(i),
-                json,
-            });
-        }
-    }
-    let array = write_array(&list);
-    messages.extend(list);
-    let text = match &doc.envelope {
-        Envelope::Array if system.is_none() => array,
-        Envelope::Array => {
-            warnings.push(Diagnostic::new(
-                0,
-                None,
-                Some("system"),
-                "the input was a bare message list; the register needs the top-level `system`, so the output is an object {\"system\", \"messages\"}",
-            ));
-            write_object(&[
-                ("system".into(), system.clone().unwrap_or_default()),
-                ("messages".into(), array),
-            ])
-        }
-        Envelope::Object { entries, .. } => {
-            let mut out: Vec<(String, String)> = Vec::new();
-            let mut placed = false;
-            for (k, v) in entries {
-                match k.as_str() {
-                    "system" => {
-                        if let Some(s) = &system {
-                            out.push((k.clone(), s.clone()));
-                        }
-                        placed = true;
-                    }
-                    "messages" => {
-                        if !placed && let Some(s) = &system {
-                            out.push(("system".into(), s.clone()));
-                            placed = true;
-                        }
-                        out.push((k.clone(), array.clone()));
-                    }
-                    _ => out.push((k.clone(), v.clone())),
-                }
-            }
-            write_object(&out)
-        }
-    };
-    Ok(RenderedChat {
-        text,
-        messages,
-        warnings,
-    })
 }
 
 // ---------------------------------------------------------------------------------------------
