@@ -9,7 +9,9 @@
 //! [`Session`] → plan → render.
 //!
 //! A new format is one module here implementing [`WireFormat`], a variant of [`Format`] (the
-//! registry's key) and one line in [`REGISTRY`].
+//! registry's key) and one line in [`REGISTRY`]. Code outside this folder never branches on a
+//! format: it asks the codec, so detection ([`detect`]), the gateway's protocol
+//! ([`protocol`]) and every report pick a new format up from the registry.
 //!
 //! ```
 //! use ctxgc_core::Format;
