@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use crate::chat::lowering::{ChatDoc, Envelope};
 use crate::chat::lowering::{Problems, StringOrList, assign_ids, chat_item, parse_item, type_name};
 use crate::error::{Diagnostic, Error};
-use crate::formats::protocol::{StreamRound, ToolCallMade};
+use crate::formats::protocol::{StreamRound, ToolCallMade, event_json};
 use crate::formats::set_output_text;
 use crate::frontend::RawItem;
 use crate::ir::{Block, Call, Item, Kind, Message, Role, ToolOutput};
@@ -540,18 +540,9 @@ impl crate::formats::WireFormat for Anthropic {
     /// Blocks pass until a `tool_use` block starts; a continuation leaves out its
     /// `message_start` and numbers its blocks after the client's.
     fn stream_event(&self, round: &mut StreamRound, bytes: Vec<u8>, data: &str) -> Option<Vec<u8>> {
-        let Ok(mut data) = serde_json::from_str::<Value>(data) else {
+        let Some((mut data, kind, index)) = event_json(data, "index") else {
             return round.pass_or_hold(bytes);
         };
-        let kind = data
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
-        let index = data
-            .get("index")
-            .and_then(Value::as_u64)
-            .map(|i| i as usize);
         match (kind.as_str(), index) {
             ("message_start", _) if !round.first => return None,
             ("content_block_start", Some(i)) => {

@@ -121,6 +121,22 @@ impl StreamRound {
     }
 }
 
+/// A streamed event's data as JSON, its `type`, and the position it names under
+/// `index_key`; `None` when the data is not JSON.
+pub(crate) fn event_json(data: &str, index_key: &str) -> Option<(Value, String, Option<usize>)> {
+    let data = serde_json::from_str::<Value>(data).ok()?;
+    let kind = data
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let index = data
+        .get(index_key)
+        .and_then(Value::as_u64)
+        .map(|i| i as usize);
+    Some((data, kind, index))
+}
+
 /// Parses arguments given as JSON text (OpenAI's `arguments`).
 pub(crate) fn arguments_of_text(text: Option<&str>) -> Option<Value> {
     text.and_then(|a| serde_json::from_str::<Value>(a).ok())

@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 
 use crate::chat::lowering::{Problems, StringOrList, chat_item, lower_each, parse_arguments};
 use crate::error::Error;
-use crate::formats::protocol::{StreamRound, ToolCallMade, arguments_of_text};
+use crate::formats::protocol::{StreamRound, ToolCallMade, arguments_of_text, event_json};
 use crate::formats::set_output_text;
 use crate::frontend::RawItem;
 use crate::ir::{Block, Call, Item, Kind, Message, Role, ToolOutput};
@@ -323,18 +323,9 @@ impl crate::formats::WireFormat for Responses {
     /// `response.created` and `response.in_progress`, continues the sequence numbers and
     /// output indexes, and its final response lists every item the client was shown.
     fn stream_event(&self, round: &mut StreamRound, bytes: Vec<u8>, data: &str) -> Option<Vec<u8>> {
-        let Ok(mut data) = serde_json::from_str::<Value>(data) else {
+        let Some((mut data, kind, index)) = event_json(data, "output_index") else {
             return round.pass_or_hold(bytes);
         };
-        let kind = data
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
-        let index = data
-            .get("output_index")
-            .and_then(Value::as_u64)
-            .map(|i| i as usize);
         if let Some(i) = index {
             round.reserve_block(i);
         }
