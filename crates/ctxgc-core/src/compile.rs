@@ -4,10 +4,11 @@ use serde::Serialize;
 
 use crate::chat::compile::{RecordCompiled, record_item_id};
 use crate::error::{Diagnostic, Error};
+use crate::formats::Format;
 use crate::formats::events::{EventOptions, lower_events};
 use crate::formats::{Lowered, WireFormat};
 use crate::frontend::{detect, detect_and_split_unchecked};
-use crate::ir::{Format, Item};
+use crate::ir::Item;
 use crate::passes::AnyPass;
 use crate::plan::{Action, Decision, Reason};
 use crate::render::prompt;

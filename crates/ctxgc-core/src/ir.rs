@@ -7,34 +7,6 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Which input format a session was lowered from; the back-end renders the same one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Format {
-    /// Structured agent events (set_var, tool_call, ...), rendered as prompt text.
-    Events,
-    /// OpenAI Chat Completions messages.
-    OpenaiChat,
-    /// Anthropic Messages.
-    Anthropic,
-    /// OpenAI Responses input items.
-    Responses,
-    /// tracetrim JSONL traces (`{"kind": "prompt"|"call"|"message"}`).
-    Tracetrim,
-}
-
-impl Format {
-    /// The stable name used on the command line (`--from`, `--to`).
-    pub fn name(self) -> &'static str {
-        self.wire().name()
-    }
-
-    /// Parses a name given by [`Format::name`].
-    pub fn from_name(name: &str) -> Option<Format> {
-        crate::formats::by_name(name).map(|w| w.format())
-    }
-}
-
 /// One item of a session: an event, or a message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Item {

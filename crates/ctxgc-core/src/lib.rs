@@ -41,7 +41,8 @@ pub mod validate;
 
 pub use compile::{Compiled, Counting, Detail, Options, Receipt, compile, receipt};
 pub use error::{Diagnostic, Error};
-pub use ir::{Format, Item, Kind};
+pub use formats::Format;
+pub use ir::{Item, Kind};
 pub use plan::{Action, Decision, Reason, Verdict};
 pub use session::{RetentionPolicy, Session};
 pub use tokens::Tokenizer;

@@ -43,7 +43,8 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::compile::{Compiled, Receipt};
-use crate::ir::{Format, Kind};
+use crate::formats::Format;
+use crate::ir::Kind;
 use crate::plan::{Action, Decision};
 use crate::render::prompt::{self, Layout, Slot};
 use crate::session::{ItemPlan, Session};

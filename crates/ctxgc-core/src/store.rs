@@ -36,7 +36,8 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use crate::error::Error;
-use crate::ir::{Format, Item};
+use crate::formats::Format;
+use crate::ir::Item;
 use crate::session::Session;
 
 pub mod chat;

@@ -80,6 +80,34 @@ mod tests {
         }
     }
 
+    /// Passes and reason codes are stored by name: reordering the pass registry or the codes
+    /// (or adding to either anywhere) cannot make a stored session read another pass's state
+    /// or another code.
+    #[test]
+    fn pipelines_and_reasons_are_stored_by_name_not_position() {
+        fn holds(bytes: &[u8], name: &str) -> bool {
+            bytes.windows(name.len()).any(|w| w == name.as_bytes())
+        }
+        let session = Session::new(Default::default());
+        let body = encode_session(&session).unwrap();
+        for pass in [
+            "dead-branch",
+            "cycle",
+            "superseded-value",
+            "duplicates",
+            "replaced-note",
+        ] {
+            assert!(holds(&body, pass), "pass {pass} not stored by name");
+        }
+        for reason in ctxgc_core::Reason::ALL {
+            let mut out = Vec::new();
+            rmp_serde::encode::write_named(&mut out, &reason).unwrap();
+            assert!(holds(&out, reason.code()), "{reason:?} stored as {out:?}");
+            let back: ctxgc_core::Reason = rmp_serde::from_slice(&out).unwrap();
+            assert_eq!(back, reason);
+        }
+    }
+
     #[test]
     fn an_unknown_encoding_is_an_error_not_a_guess() {
         let err = decode_item(&[9, 1, 2], Vec::new()).unwrap_err();

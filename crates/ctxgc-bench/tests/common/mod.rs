@@ -10,9 +10,10 @@ use ctxgc_bench::report::Summary;
 use ctxgc_bench::run::{BenchConfig, InputFile, run, run_prepared};
 use ctxgc_bench::strategy::{Prefix, Strategy, StrategyError};
 use ctxgc_bench::{BenchReport, parse_spec};
+use ctxgc_core::Format;
 use ctxgc_core::Options;
 use ctxgc_core::frontend::Conversation;
-use ctxgc_core::ir::{Block, Call, Format, Item, Kind, Message, Role, ToolOutput};
+use ctxgc_core::ir::{Block, Call, Item, Kind, Message, Role, ToolOutput};
 use serde_json::{Value, json};
 
 /// The tracegc fixtures folder.

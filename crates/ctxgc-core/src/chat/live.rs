@@ -40,9 +40,9 @@ use crate::chat::register;
 use crate::chat::state::Ledger;
 use crate::compile::Options;
 use crate::error::{Diagnostic, Error};
+use crate::formats::Format;
 use crate::formats::detect::{default_chat, message_format};
 use crate::frontend::RawItem;
-use crate::ir::Format;
 use crate::ir::Kind;
 use crate::plan::{Action, Reason};
 use crate::render::messages::{

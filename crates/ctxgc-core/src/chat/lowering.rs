@@ -10,8 +10,9 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::error::{Diagnostic, Error};
+use crate::formats::Format;
 use crate::frontend::{Layout, RawItem, split_items};
-use crate::ir::{Format, Item, Kind};
+use crate::ir::{Item, Kind};
 
 /// How the items sat in the input, so the output can be written the same way.
 #[derive(Debug, Clone, PartialEq)]

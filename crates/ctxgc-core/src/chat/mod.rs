@@ -28,7 +28,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ir::{Block, Format, Item, Kind, Message, Role, ToolOutput};
+use crate::formats::Format;
+use crate::ir::{Block, Item, Kind, Message, Role, ToolOutput};
 use crate::tokens::Tokenizer;
 
 pub mod compact;

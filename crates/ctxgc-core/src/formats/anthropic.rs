@@ -329,7 +329,7 @@ pub fn render_system(
     register: Option<&str>,
 ) -> Result<Option<String>, Error> {
     let mut system = match system_item {
-        Some(s) => item_json(crate::ir::Format::Anthropic, session, s, true)?,
+        Some(s) => item_json(crate::formats::Format::Anthropic, session, s, true)?,
         None => None,
     };
     if let Some(r) = register {
@@ -367,7 +367,7 @@ pub(crate) fn render_document(
         if Some(i) == doc.system_item {
             continue;
         }
-        if let Some(json) = item_json(crate::ir::Format::Anthropic, session, i, false)? {
+        if let Some(json) = item_json(crate::formats::Format::Anthropic, session, i, false)? {
             list.push(OutputMessage {
                 source: Source::Item(i),
                 json,
@@ -431,8 +431,8 @@ pub struct Anthropic;
 impl crate::formats::WireFormat for Anthropic {
     chat_driver!();
 
-    fn format(&self) -> crate::ir::Format {
-        crate::ir::Format::Anthropic
+    fn format(&self) -> crate::formats::Format {
+        crate::formats::Format::Anthropic
     }
 
     fn name(&self) -> &'static str {

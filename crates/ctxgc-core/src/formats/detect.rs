@@ -18,9 +18,9 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::error::Error;
+use crate::formats::Format;
 use crate::formats::{REGISTRY, WireFormat};
 use crate::frontend::Layout;
-use crate::ir::Format;
 
 /// What a member of a document object holds, as detection sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

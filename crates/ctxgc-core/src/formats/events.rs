@@ -12,9 +12,10 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 use crate::error::{Diagnostic, Error};
+use crate::formats::Format;
 use crate::frontend::{Layout, RawItem, detect, detect_and_split_unchecked};
 use crate::ir::{
-    Call, Format, Item, Kind, NoteKind, RetainUntil, Retention, Run, RunKind, ToolOutput,
+    Call, Item, Kind, NoteKind, RetainUntil, Retention, Run, RunKind, ToolOutput,
     write_canonical_entries,
 };
 use crate::unique_keys::Members;
@@ -637,8 +638,8 @@ pub const EVENT_TYPES: [&str; 18] = [
 pub struct Events;
 
 impl crate::formats::WireFormat for Events {
-    fn format(&self) -> crate::ir::Format {
-        crate::ir::Format::Events
+    fn format(&self) -> crate::formats::Format {
+        crate::formats::Format::Events
     }
 
     fn family(&self) -> crate::formats::Family {
@@ -681,7 +682,7 @@ impl crate::formats::WireFormat for Events {
     ) -> Result<Vec<crate::formats::Lowered<'a>>, Error> {
         let items = lower_events(text, &options.events)?;
         Ok(vec![crate::formats::Lowered::bare(
-            crate::ir::Format::Events,
+            crate::formats::Format::Events,
             text,
             items,
         )])
@@ -698,7 +699,9 @@ impl crate::formats::WireFormat for Events {
         Some(
             lower_raw_events(raw, &options.events)
                 .map_err(|e| crate::frontend::broken_document_first(text, validated, e))
-                .map(|items| crate::formats::Lowered::bare(crate::ir::Format::Events, text, items)),
+                .map(|items| {
+                    crate::formats::Lowered::bare(crate::formats::Format::Events, text, items)
+                }),
         )
     }
 

@@ -8,8 +8,8 @@
 //! The driver in [`crate::compile`] only ever talks to the trait: detect → format → lower →
 //! [`Session`] → plan → render.
 //!
-//! A new format is one module here implementing [`WireFormat`], a variant of [`Format`] (the
-//! registry's key) and one line in [`REGISTRY`]. Code outside this folder never branches on a
+//! A new format is one module here implementing [`WireFormat`] and one line in the registry
+//! (which makes its [`Format`] variant and its place in [`REGISTRY`]). Code outside this folder never branches on a
 //! format: it asks the codec, so detection ([`detect`]), the gateway's protocol
 //! ([`protocol`]) and every report pick a new format up from the registry.
 //!
@@ -24,6 +24,7 @@
 
 use std::borrow::Cow;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::chat::lowering::ChatDoc;
@@ -31,7 +32,7 @@ use crate::compile::{Compiled, Options};
 use crate::error::Error;
 use crate::formats::protocol::{StreamRound, ToolCallMade};
 use crate::frontend::RawItem;
-use crate::ir::{Format, Item};
+use crate::ir::Item;
 use crate::plan::BlockRewrite;
 use crate::render::messages::{Conversion, OutputMessage, Portable, RenderedChat, Source};
 use crate::session::Session;
@@ -87,25 +88,62 @@ pub mod records;
 pub mod responses;
 pub mod tracetrim;
 
-/// Every wire format, in the order detection asks them whether an item is theirs (the first
-/// to claim it wins).
-pub static REGISTRY: &[&dyn WireFormat] = &[
-    &responses::Responses,
-    &anthropic::Anthropic,
-    &openai_chat::OpenaiChat,
-    &events::Events,
-    &tracetrim::Tracetrim,
-];
+/// The one place a format is registered: its key (a variant of [`Format`], whose kebab-case
+/// spelling is its stored name), its module and its codec. From this list come [`Format`],
+/// [`REGISTRY`] and [`Format::wire`]. The order is the order detection asks formats whether
+/// an item is theirs (the first to claim it wins).
+macro_rules! registry {
+    ($($(#[$meta:meta])* $variant:ident => $module:ident :: $codec:ident,)*) => {
+        /// Which input format a session was lowered from; the back-end renders the same one.
+        /// One variant per registered format ([`REGISTRY`]).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "kebab-case")]
+        pub enum Format {
+            $($(#[$meta])* $variant,)*
+        }
+
+        /// Every wire format, in the order detection asks them whether an item is theirs.
+        pub static REGISTRY: &[&dyn WireFormat] = &[$(&$module::$codec,)*];
+
+        impl Format {
+            /// The registered implementation of this format.
+            pub fn wire(self) -> &'static dyn WireFormat {
+                match self {
+                    $(Format::$variant => &$module::$codec,)*
+                }
+            }
+        }
+    };
+}
+
+registry! {
+    /// OpenAI Responses input items.
+    Responses => responses::Responses,
+    /// Anthropic Messages.
+    Anthropic => anthropic::Anthropic,
+    /// OpenAI Chat Completions messages.
+    OpenaiChat => openai_chat::OpenaiChat,
+    /// Structured agent events (set_var, tool_call, ...), rendered as prompt text.
+    Events => events::Events,
+    /// tracetrim JSONL traces (`{"kind": "prompt"|"call"|"message"}`).
+    Tracetrim => tracetrim::Tracetrim,
+}
+
+impl Format {
+    /// The stable name used on the command line (`--from`, `--to`).
+    pub fn name(self) -> &'static str {
+        self.wire().name()
+    }
+
+    /// Parses a name given by [`Format::name`].
+    pub fn from_name(name: &str) -> Option<Format> {
+        by_name(name).map(|w| w.format())
+    }
+}
 
 /// The registered format with this key.
 pub fn wire(format: Format) -> &'static dyn WireFormat {
-    REGISTRY
-        .iter()
-        .copied()
-        .find(|w| w.format() == format)
-        // Every variant is registered (tests::every_format_is_registered); a format missing
-        // from the registry reads as an event trace rather than stopping the program.
-        .unwrap_or(&events::Events)
+    format.wire()
 }
 
 /// The registered format with this name (`--from`, `--to`).
@@ -521,30 +559,23 @@ pub trait WireFormat: Sync {
     }
 }
 
-impl Format {
-    /// The registered implementation of this format.
-    pub fn wire(self) -> &'static dyn WireFormat {
-        wire(self)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn every_format_is_registered_once() {
-        for format in [
-            Format::Events,
-            Format::OpenaiChat,
-            Format::Anthropic,
-            Format::Responses,
-            Format::Tracetrim,
-        ] {
-            let registered: Vec<_> = REGISTRY.iter().filter(|w| w.format() == format).collect();
-            assert_eq!(registered.len(), 1, "{format:?}");
-            assert_eq!(format.wire().format(), format);
-            assert_eq!(Format::from_name(format.name()), Some(format));
+    fn every_codec_names_its_own_key_and_stores_under_its_name() {
+        for codec in REGISTRY {
+            let format = codec.format();
+            // A codec returning another format's key would make that format unreachable.
+            assert!(std::ptr::addr_eq(format.wire(), *codec), "{format:?}");
+            assert_eq!(Format::from_name(codec.name()), Some(format));
+            // The stored spelling (serde) and the command line's (`name`) are one name.
+            assert_eq!(serde_json::to_value(format).ok(), Some(json!(codec.name())));
         }
+        let mut names: Vec<&str> = REGISTRY.iter().map(|c| c.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), REGISTRY.len(), "two codecs share a name");
     }
 }

@@ -384,8 +384,8 @@ pub struct OpenaiChat;
 impl crate::formats::WireFormat for OpenaiChat {
     chat_driver!();
 
-    fn format(&self) -> crate::ir::Format {
-        crate::ir::Format::OpenaiChat
+    fn format(&self) -> crate::formats::Format {
+        crate::formats::Format::OpenaiChat
     }
 
     fn name(&self) -> &'static str {

@@ -212,8 +212,8 @@ pub struct Responses;
 impl crate::formats::WireFormat for Responses {
     chat_driver!();
 
-    fn format(&self) -> crate::ir::Format {
-        crate::ir::Format::Responses
+    fn format(&self) -> crate::formats::Format {
+        crate::formats::Format::Responses
     }
 
     fn name(&self) -> &'static str {

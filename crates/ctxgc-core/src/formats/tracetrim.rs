@@ -390,8 +390,8 @@ impl Tracetrim {
 }
 
 impl crate::formats::WireFormat for Tracetrim {
-    fn format(&self) -> crate::ir::Format {
-        crate::ir::Format::Tracetrim
+    fn format(&self) -> crate::formats::Format {
+        crate::formats::Format::Tracetrim
     }
 
     fn family(&self) -> crate::formats::Family {
@@ -439,7 +439,7 @@ impl crate::formats::WireFormat for Tracetrim {
     ) -> Result<Vec<crate::formats::Lowered<'a>>, Error> {
         let items = lower_tracetrim(text)?;
         Ok(vec![crate::formats::Lowered::bare(
-            crate::ir::Format::Tracetrim,
+            crate::formats::Format::Tracetrim,
             text,
             items,
         )])

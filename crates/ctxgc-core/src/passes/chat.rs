@@ -57,6 +57,10 @@ impl ChatPasses {
 }
 
 impl Pass for ChatPasses {
+    fn build(_: &super::Build<'_>) -> Option<Self> {
+        // Only read from sessions an earlier version stored; never built.
+        None
+    }
     fn doc(&self) -> &'static PassDoc {
         &DOC
     }

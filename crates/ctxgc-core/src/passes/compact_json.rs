@@ -65,6 +65,9 @@ impl CompactJson {
 }
 
 impl Pass for CompactJson {
+    fn build(build: &super::Build<'_>) -> Option<Self> {
+        Some(Self::new(build.config.clone()))
+    }
     fn doc(&self) -> &'static PassDoc {
         &DOC
     }

@@ -58,6 +58,9 @@ impl DeadBranches {
 }
 
 impl Pass for DeadBranches {
+    fn build(_: &super::Build<'_>) -> Option<Self> {
+        Some(Self::default())
+    }
     fn doc(&self) -> &'static PassDoc {
         &DOC
     }

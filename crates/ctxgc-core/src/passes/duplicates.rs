@@ -230,6 +230,9 @@ fn stub_for(config: &ChatConfig, cx: &Cx<'_>, r: &ResultView<'_>, first: Slot) -
 }
 
 impl Pass for Duplicates {
+    fn build(build: &super::Build<'_>) -> Option<Self> {
+        Some(Self::new(build.config.clone()))
+    }
     fn doc(&self) -> &'static PassDoc {
         &DOC
     }

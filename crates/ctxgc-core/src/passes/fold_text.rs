@@ -66,6 +66,9 @@ impl FoldText {
 }
 
 impl Pass for FoldText {
+    fn build(build: &super::Build<'_>) -> Option<Self> {
+        Some(Self::new(build.config.clone()))
+    }
     fn doc(&self) -> &'static PassDoc {
         &DOC
     }

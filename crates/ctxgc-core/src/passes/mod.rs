@@ -137,14 +137,44 @@ pub trait Pass {
     fn withheld(&self, _cx: &Cx<'_>, _i: usize) -> usize {
         0
     }
+    /// The pass as `build` configures it, for the pipelines its registry line places it in;
+    /// `None` leaves it out of this one (a projection pass with no projection given).
+    fn build(build: &Build<'_>) -> Option<Self>
+    where
+        Self: Sized;
+}
+
+/// Which pipeline is being built: the one for event traces or the one for chats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pipeline {
+    /// Event traces (`set_var`, `tool_call`, `abandon`, ...).
+    Events,
+    /// Message lists of every chat format.
+    Chats,
+}
+
+/// What a pipeline is built from: each pass's [`Pass::build`] reads what it needs.
+#[derive(Debug, Clone, Copy)]
+pub struct Build<'a> {
+    /// The pipeline being built.
+    pub pipeline: Pipeline,
+    /// The preset and the options every pass shares (`--keep-tool`, the recall tool); in the
+    /// event pipeline it configures the passes that read tool calls and results.
+    pub config: &'a crate::chat::ChatConfig,
+    /// A learned projection trimming tool outputs, if one was given.
+    pub projection: Option<&'a projection::ProjectionConfig>,
 }
 
 /// The one place a pass is registered: its name in a stored pipeline (the variant, in
-/// kebab-case), its module and its type. From this list come [`AnyPass`], its [`Pass`]
-/// dispatch and [`docs`]. Add a pass at the end: stored sessions are MessagePack, whose
-/// encoding of a variant may be its position.
+/// kebab-case), its module and its type, and its place in each pipeline that runs it
+/// (`[Events 30, Chats 10]`: a rank, lower runs first; `[]` for a name only earlier versions
+/// stored). From this list come [`AnyPass`], its [`Pass`] dispatch, [`pipeline`] and [`docs`].
+/// The registry's order is not the pipelines' order, and a stored session names its passes
+/// (and reason codes) rather than their positions (`ctxgc-store`'s codec tests hold this), so
+/// a pass may be added anywhere; a name once stored stays, even with no place in a pipeline.
 macro_rules! registry {
-    ($($(#[$meta:meta])* $variant:ident => $module:ident :: $ty:ident,)*) => {
+    ($($(#[$meta:meta])* $variant:ident => $module:ident :: $ty:ident
+        [$($pipeline:ident $rank:literal),*],)*) => {
         /// The pipeline's passes, by name, so the order is data and the state can be stored.
         #[derive(Debug, Clone, Serialize, Deserialize)]
         #[serde(rename_all = "kebab-case")]
@@ -182,6 +212,31 @@ macro_rules! registry {
                     $(AnyPass::$variant(p) => p.withheld(cx, i),)*
                 }
             }
+            fn build(_: &Build<'_>) -> Option<Self> {
+                // A pipeline is a list of passes: [`pipeline`] builds each from its line.
+                None
+            }
+        }
+
+        /// The passes of `build.pipeline`, each configured by its [`Pass::build`], in the
+        /// order of their ranks in the registry.
+        pub fn pipeline(build: &Build<'_>) -> Vec<AnyPass> {
+            let mut ranked: Vec<(u32, AnyPass)> = Vec::new();
+            $($(
+                if build.pipeline == Pipeline::$pipeline {
+                    if let Some(pass) = <$module::$ty as Pass>::build(build) {
+                        ranked.push(($rank, AnyPass::$variant(pass)));
+                    }
+                }
+            )*)*
+            ranked.sort_by_key(|(rank, _)| *rank);
+            ranked.into_iter().map(|(_, pass)| pass).collect()
+        }
+
+        /// Each pipeline's ranks, as the registry gives them (for its tests).
+        #[cfg(test)]
+        fn ranks() -> Vec<(Pipeline, u32, &'static str)> {
+            vec![$($((Pipeline::$pipeline, $rank, stringify!($variant)),)*)*]
         }
 
         /// Every pass's documentation, in registry order (once each: a pass stored under an
@@ -199,37 +254,40 @@ macro_rules! registry {
 }
 
 registry! {
-    DeadBranch => dead_branch::DeadBranches,
-    Cycle => cycles::Cycles,
+    DeadBranch => dead_branch::DeadBranches [Events 10],
+    Cycle => cycles::Cycles [Events 20],
     /// Stored by an earlier version, which had one pass per form; loaded as
     /// [`superseded_values`].
     #[serde(deserialize_with = "rebuilt_from_items")]
-    SupersededVar => superseded_values::SupersededValues,
+    SupersededVar => superseded_values::SupersededValues [],
     /// Stored by an earlier version, which had one pass per form; loaded as [`duplicates`].
     #[serde(deserialize_with = "rebuilt_from_items")]
-    DuplicateCall => duplicates::Duplicates,
-    StaleRead => stale_reads::StaleReads,
-    RepeatedRun => repeated_runs::RepeatedRuns,
-    ResolvedError => resolved_errors::ResolvedErrors,
-    ReplacedNote => replaced_notes::ReplacedNotes,
+    DuplicateCall => duplicates::Duplicates [],
+    StaleRead => stale_reads::StaleReads [Events 60],
+    RepeatedRun => repeated_runs::RepeatedRuns [Events 70],
+    ResolvedError => resolved_errors::ResolvedErrors [Events 80],
+    ReplacedNote => replaced_notes::ReplacedNotes [Events 90],
     /// A group of passes stored as one by an earlier version; opened into its passes on load.
-    Chat => chat::ChatPasses,
+    Chat => chat::ChatPasses [],
     /// Stored by an earlier version, which had one pass per form; loaded as
     /// [`superseded_values`].
     #[serde(deserialize_with = "superseded_values::from_superseded_fact")]
-    SupersededFact => superseded_values::SupersededValues,
-    Register => replaced_register::ReplacedRegister,
-    SupersededRead => superseded_reads::SupersededReads,
+    SupersededFact => superseded_values::SupersededValues [],
+    Register => replaced_register::ReplacedRegister [Chats 20],
+    SupersededRead => superseded_reads::SupersededReads [Events 50, Chats 30],
     /// Stored by an earlier version, which had one pass per form; loaded as [`duplicates`].
     #[serde(deserialize_with = "duplicates::from_duplicate_result")]
-    DuplicateResult => duplicates::Duplicates,
-    SampleRows => sample_rows::SampleRows,
-    FoldText => fold_text::FoldText,
-    CompactJson => compact_json::CompactJson,
-    StateBlock => state_blocks::StateBlocks,
-    Projection => projection::ProjectionPass,
-    Duplicates => duplicates::Duplicates,
-    SupersededValue => superseded_values::SupersededValues,
+    DuplicateResult => duplicates::Duplicates [],
+    SampleRows => sample_rows::SampleRows [Chats 60],
+    FoldText => fold_text::FoldText [Chats 70],
+    CompactJson => compact_json::CompactJson [Chats 80],
+    StateBlock => state_blocks::StateBlocks [Chats 90],
+    // Last on traces (an output another pass retires is not trimmed); on chats right after
+    // duplicates (a stubbed duplicate is not trimmed, a trimmed output not sampled, folded or
+    // re-encoded again).
+    Projection => projection::ProjectionPass [Events 1000, Chats 50],
+    Duplicates => duplicates::Duplicates [Events 40, Chats 40],
+    SupersededValue => superseded_values::SupersededValues [Events 30, Chats 10],
 }
 
 /// The default pipeline for event traces, in order: structural passes first.
@@ -237,29 +295,18 @@ pub fn event_pipeline() -> Vec<AnyPass> {
     event_pipeline_with(None, &crate::chat::ChatConfig::default())
 }
 
-/// The event pipeline, with a projection trimming tool outputs last (an output another pass
-/// retires is not trimmed). `tools` configures the passes that read tool calls and results
-/// in traces as in chats (`duplicates`, `superseded-read`): the preset, `--keep-tool`, the
-/// recall tool.
+/// The event pipeline, with a projection trimming tool outputs last. `tools` configures the
+/// passes that read tool calls and results in traces as in chats (`duplicates`,
+/// `superseded-read`): the preset, `--keep-tool`, the recall tool.
 pub fn event_pipeline_with(
     projection: Option<projection::ProjectionConfig>,
     tools: &crate::chat::ChatConfig,
 ) -> Vec<AnyPass> {
-    let mut passes = vec![
-        AnyPass::DeadBranch(Default::default()),
-        AnyPass::Cycle(Default::default()),
-        AnyPass::SupersededValue(Default::default()),
-        AnyPass::Duplicates(duplicates::Duplicates::new(tools.clone())),
-        AnyPass::SupersededRead(superseded_reads::SupersededReads::new(tools.clone())),
-        AnyPass::StaleRead(Default::default()),
-        AnyPass::RepeatedRun(Default::default()),
-        AnyPass::ResolvedError(Default::default()),
-        AnyPass::ReplacedNote(Default::default()),
-    ];
-    if let Some(config) = projection {
-        passes.push(AnyPass::Projection(projection::ProjectionPass::new(config)));
-    }
-    passes
+    pipeline(&Build {
+        pipeline: Pipeline::Events,
+        config: tools,
+        projection: projection.as_ref(),
+    })
 }
 
 /// The chat pipeline for a configuration (see [`crate::chat::Preset`]), in order:
@@ -271,31 +318,16 @@ pub fn chat_pipeline(config: &crate::chat::ChatConfig) -> Vec<AnyPass> {
     chat_pipeline_with(config, None)
 }
 
-/// The chat pipeline, with a projection trimming tool outputs right after duplicates
-/// (a stubbed duplicate is not trimmed; a trimmed output is not sampled, folded or
-/// re-encoded again).
+/// The chat pipeline, with a projection trimming tool outputs right after duplicates.
 pub fn chat_pipeline_with(
     config: &crate::chat::ChatConfig,
     projection: Option<projection::ProjectionConfig>,
 ) -> Vec<AnyPass> {
-    let mut passes = vec![
-        AnyPass::SupersededValue(superseded_values::SupersededValues::new(config)),
-        AnyPass::Register(Default::default()),
-        AnyPass::SupersededRead(superseded_reads::SupersededReads::new(config.clone())),
-        AnyPass::Duplicates(duplicates::Duplicates::new(config.clone())),
-    ];
-    if let Some(projection) = projection {
-        passes.push(AnyPass::Projection(projection::ProjectionPass::new(
-            projection,
-        )));
-    }
-    passes.extend([
-        AnyPass::SampleRows(sample_rows::SampleRows::new(config.clone())),
-        AnyPass::FoldText(fold_text::FoldText::new(config.clone())),
-        AnyPass::CompactJson(compact_json::CompactJson::new(config.clone())),
-        AnyPass::StateBlock(state_blocks::StateBlocks::new(config.clone())),
-    ]);
-    passes
+    pipeline(&Build {
+        pipeline: Pipeline::Chats,
+        config,
+        projection: projection.as_ref(),
+    })
 }
 
 /// The passes of `pipeline` with every group opened in place, in order (the engine merges
@@ -408,6 +440,85 @@ pub(crate) mod testing {
         Outcome {
             decisions: out.decisions,
             output: out.output,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chat::ChatConfig;
+
+    fn names(passes: &[AnyPass]) -> Vec<String> {
+        passes
+            .iter()
+            .map(|p| match serde_json::to_value(p) {
+                Ok(serde_json::Value::Object(map)) => map.keys().cloned().collect(),
+                other => panic!("a pass serializes as a one-key map, not {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_registry_ranks_give_each_pipeline_its_order() {
+        let config = ChatConfig::default();
+        let counts = crate::projection::Counts::default();
+        let projection = projection::ProjectionConfig {
+            projection: crate::projection::Projection::learn(
+                &counts,
+                &Default::default(),
+                crate::tokens::Tokenizer::default(),
+            ),
+            recall_tool: None,
+            keep_tools: Vec::new(),
+            withhold: false,
+        };
+        let events = event_pipeline_with(Some(projection.clone()), &config);
+        assert_eq!(
+            names(&events),
+            [
+                "dead-branch",
+                "cycle",
+                "superseded-value",
+                "duplicates",
+                "superseded-read",
+                "stale-read",
+                "repeated-run",
+                "resolved-error",
+                "replaced-note",
+                "projection",
+            ]
+        );
+        let chats = chat_pipeline_with(&config, Some(projection));
+        assert_eq!(
+            names(&chats),
+            [
+                "superseded-value",
+                "register",
+                "superseded-read",
+                "duplicates",
+                "projection",
+                "sample-rows",
+                "fold-text",
+                "compact-json",
+                "state-block",
+            ]
+        );
+        // Without a projection, the projection pass is left out and nothing else moves.
+        assert_eq!(names(&event_pipeline()).len(), events.len() - 1);
+        assert_eq!(names(&chat_pipeline(&config)).len(), chats.len() - 1);
+    }
+
+    #[test]
+    fn no_two_passes_share_a_rank_in_a_pipeline() {
+        let ranks = ranks();
+        for (pipeline, rank, name) in &ranks {
+            let tied: Vec<_> = ranks
+                .iter()
+                .filter(|(p, r, _)| p == pipeline && r == rank)
+                .map(|(_, _, n)| n)
+                .collect();
+            assert_eq!(tied, [name], "{pipeline:?} rank {rank}");
         }
     }
 }

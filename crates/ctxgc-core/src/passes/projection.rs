@@ -186,6 +186,9 @@ impl ProjectionPass {
 }
 
 impl Pass for ProjectionPass {
+    fn build(build: &super::Build<'_>) -> Option<Self> {
+        build.projection.map(|config| Self::new(config.clone()))
+    }
     fn doc(&self) -> &'static PassDoc {
         &DOC
     }

@@ -42,6 +42,9 @@ pub struct RepeatedRuns {
 }
 
 impl Pass for RepeatedRuns {
+    fn build(_: &super::Build<'_>) -> Option<Self> {
+        Some(Self::default())
+    }
     fn doc(&self) -> &'static PassDoc {
         &DOC
     }

@@ -39,6 +39,9 @@ pub struct ReplacedNotes {
 }
 
 impl Pass for ReplacedNotes {
+    fn build(_: &super::Build<'_>) -> Option<Self> {
+        Some(Self::default())
+    }
     fn doc(&self) -> &'static PassDoc {
         &DOC
     }

@@ -48,6 +48,9 @@ pub struct ReplacedRegister {
 }
 
 impl Pass for ReplacedRegister {
+    fn build(_: &super::Build<'_>) -> Option<Self> {
+        Some(Self::default())
+    }
     fn doc(&self) -> &'static PassDoc {
         &DOC
     }

@@ -66,6 +66,9 @@ fn after_of(cx: &Cx<'_>, e: usize) -> usize {
 }
 
 impl Pass for ResolvedErrors {
+    fn build(_: &super::Build<'_>) -> Option<Self> {
+        Some(Self::default())
+    }
     fn doc(&self) -> &'static PassDoc {
         &DOC
     }

@@ -69,6 +69,9 @@ impl SampleRows {
 }
 
 impl Pass for SampleRows {
+    fn build(build: &super::Build<'_>) -> Option<Self> {
+        Some(Self::new(build.config.clone()))
+    }
     fn doc(&self) -> &'static PassDoc {
         &DOC
     }

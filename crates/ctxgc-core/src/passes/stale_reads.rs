@@ -57,6 +57,9 @@ pub fn normalize_path(path: &str) -> String {
 }
 
 impl Pass for StaleReads {
+    fn build(_: &super::Build<'_>) -> Option<Self> {
+        Some(Self::default())
+    }
     fn doc(&self) -> &'static PassDoc {
         &DOC
     }

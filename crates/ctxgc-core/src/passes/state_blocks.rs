@@ -60,6 +60,9 @@ impl StateBlocks {
 }
 
 impl Pass for StateBlocks {
+    fn build(build: &super::Build<'_>) -> Option<Self> {
+        Some(Self::new(build.config.clone()))
+    }
     fn doc(&self) -> &'static PassDoc {
         &DOC
     }

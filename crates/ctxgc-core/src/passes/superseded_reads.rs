@@ -298,6 +298,9 @@ impl SupersededReads {
 }
 
 impl Pass for SupersededReads {
+    fn build(build: &super::Build<'_>) -> Option<Self> {
+        Some(Self::new(build.config.clone()))
+    }
     fn doc(&self) -> &'static PassDoc {
         &DOC
     }

@@ -187,6 +187,14 @@ impl SupersededValues {
 }
 
 impl Pass for SupersededValues {
+    fn build(build: &super::Build<'_>) -> Option<Self> {
+        // On traces a `set_var` always writes its key; the chat options (which facts a turn
+        // declares, whether superseded ones retire) are the chat pipeline's.
+        Some(match build.pipeline {
+            super::Pipeline::Events => Self::default(),
+            super::Pipeline::Chats => Self::new(build.config),
+        })
+    }
     fn doc(&self) -> &'static PassDoc {
         &DOC
     }

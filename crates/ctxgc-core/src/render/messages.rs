@@ -28,7 +28,8 @@ use serde_json::{Value, json};
 use crate::chat::lowering::{ChatDoc, Envelope};
 use crate::chat::message_of;
 use crate::error::{Diagnostic, Error};
-use crate::ir::{Block, Format, Item, Kind, Role};
+use crate::formats::Format;
+use crate::ir::{Block, Item, Kind, Role};
 use crate::plan::{Action, BlockRewrite};
 use crate::session::Session;
 

@@ -49,7 +49,7 @@ use crate::chat::compile::{ChatInput, lower_chat_input, record_item_id};
 use crate::chat::lowering::{ChatDoc, Envelope, object_entries};
 use crate::compile::{Compiled, Options};
 use crate::error::Error;
-use crate::ir::Format;
+use crate::formats::Format;
 
 use super::{Store, StoreError};
 
