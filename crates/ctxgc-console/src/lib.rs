@@ -45,7 +45,7 @@ use std::sync::{Arc, Mutex};
 use axum::Router;
 use axum::middleware;
 use axum::routing::{get, post};
-use ctxgc_proxy::http::{Guard, HttpSecurity, check_host, check_origin};
+use ctxgc_http_guard::{Guard, HttpSecurity, check_host, check_origin};
 use ctxgc_store::{AnyStore, Location};
 
 mod api;

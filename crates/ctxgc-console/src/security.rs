@@ -1,11 +1,11 @@
 //! The token check. Host and Origin are checked by the proxy's own middleware
-//! (`ctxgc_proxy::http`), so every ctxgc server refuses the same requests.
+//! (`ctxgc_http_guard`), so every ctxgc server refuses the same requests.
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use ctxgc_proxy::http::{Guard, bearer_token, query_token};
+use ctxgc_http_guard::{Guard, bearer_token, query_token};
 
 use crate::error::ApiError;
 

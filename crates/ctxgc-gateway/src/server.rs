@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header}
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use ctxgc_core::Format;
-use ctxgc_proxy::http::{Guard, HttpSecurity, check_body, check_host, check_origin};
+use ctxgc_http_guard::{Guard, HttpSecurity, check_body, check_host, check_origin};
 use futures_util::Stream;
 
 use crate::endpoint::format_of;

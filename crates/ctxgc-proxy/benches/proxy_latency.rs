@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use ctxgc_core::projection::Projection;
+use ctxgc_http_guard::HttpSecurity;
 use ctxgc_proxy::config::{ServerSet, ServerSpec, UpstreamTransport};
-use ctxgc_proxy::http::HttpSecurity;
 use ctxgc_proxy::reviewed::ReviewedProjection;
 use ctxgc_proxy::server::ProxyServer;
 use ctxgc_proxy::shaping::{OutputShaper, PassThrough};

@@ -57,12 +57,12 @@ use ctxgc_core::projection::auto::AutoConfig;
 use crate::automatic::AutoShaper;
 use crate::calllog::CallLog;
 use crate::config::ServerSet;
-use crate::http::HttpSecurity;
 use crate::redact::Redactor;
 use crate::reviewed::ReviewedProjection;
 use crate::server::{ChangeHub, ProxyCore, ProxyServer};
 use crate::shaping::{OutputShaper, PassThrough};
 use crate::upstream::Upstream;
+use ctxgc_http_guard::HttpSecurity;
 
 /// What the proxy does to tool outputs.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgGroup, Args};
-use ctxgc_proxy::http::{DEFAULT_MAX_BODY_BYTES, HttpSecurity};
+use ctxgc_http_guard::{DEFAULT_MAX_BODY_BYTES, HttpSecurity};
 use ctxgc_proxy::{Downstream, Mode, ProxyError, ProxyOptions, config};
 
 use crate::Failure;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use ctxgc_console::{Console, ConsoleOptions, DEFAULT_MAX_BODY_BYTES, StoreHandle};
-use ctxgc_proxy::http::HttpSecurity;
+use ctxgc_http_guard::HttpSecurity;
 use ctxgc_store::Location;
 
 use crate::Failure;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use ctxgc_http_guard::HttpSecurity;
 use ctxgc_proxy::config::{ServerSet, ServerSpec, UpstreamTransport};
-use ctxgc_proxy::http::HttpSecurity;
 use ctxgc_proxy::server::{ProxyCore, ProxyServer};
 use ctxgc_proxy::shaping::OutputShaper;
 use rmcp::model::{
