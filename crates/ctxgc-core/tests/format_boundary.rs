@@ -132,3 +132,38 @@ fn the_scan_finds_each_kind_of_branch() {
     assert_eq!(found, 5, "{code}");
     assert_eq!(format!("{:?}", Format::Events), "Events");
 }
+
+/// The names of a `Name = Literal["a", "b"]` line of a Python stub.
+fn literal_names(stub: &str, alias: &str) -> Vec<String> {
+    let prefix = format!("{alias} = Literal[");
+    let line = stub
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no {alias} in the stub"));
+    let mut names: Vec<String> = line[prefix.len()..]
+        .trim_end_matches(']')
+        .split(',')
+        .map(|n| n.trim().trim_matches('"').to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Type checkers read the Python wheel's stub, not the registry: its format names must be the
+/// registry's (every format as input, the chat formats as `to=`).
+#[test]
+fn the_python_stub_names_the_registered_formats() {
+    let stub_path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../ctxgc-py/python/ctxgc/_native.pyi");
+    let stub = std::fs::read_to_string(&stub_path).expect("the Python stub is in the workspace");
+    let mut every: Vec<String> = REGISTRY.iter().map(|c| c.name().to_owned()).collect();
+    every.sort();
+    let mut chats: Vec<String> = REGISTRY
+        .iter()
+        .filter(|c| c.is_chat())
+        .map(|c| c.name().to_owned())
+        .collect();
+    chats.sort();
+    assert_eq!(literal_names(&stub, "InputFormat"), every);
+    assert_eq!(literal_names(&stub, "ChatFormat"), chats);
+}

@@ -24,7 +24,6 @@
 
 use std::borrow::Cow;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::chat::lowering::ChatDoc;
@@ -89,19 +88,35 @@ pub mod responses;
 pub mod tracetrim;
 
 /// The one place a format is registered: its key (a variant of [`Format`], whose kebab-case
-/// spelling is its stored name), its module and its codec. From this list come [`Format`],
-/// [`REGISTRY`] and [`Format::wire`]. The order is the order detection asks formats whether
-/// an item is theirs (the first to claim it wins).
+/// spelling is its stored name), its module and its codec. The order is the order detection
+/// asks formats whether an item is theirs (the first to claim it wins).
+///
+/// The list is handed to a macro, so that one list makes both the key type (in `key.rs`,
+/// which depends on no code: the lowest layers name formats by it) and, here, [`REGISTRY`]
+/// and [`Format::wire`].
+macro_rules! each_format {
+    ($then:ident) => {
+        $then! {
+            /// OpenAI Responses input items.
+            Responses => responses::Responses,
+            /// Anthropic Messages.
+            Anthropic => anthropic::Anthropic,
+            /// OpenAI Chat Completions messages.
+            OpenaiChat => openai_chat::OpenaiChat,
+            /// Structured agent events (set_var, tool_call, ...), rendered as prompt text.
+            Events => events::Events,
+            /// tracetrim JSONL traces (`{"kind": "prompt"|"call"|"message"}`).
+            Tracetrim => tracetrim::Tracetrim,
+        }
+    };
+}
+
+pub mod key;
+pub use key::Format;
+
+/// [`REGISTRY`] and [`Format::wire`], from [`each_format`]'s list.
 macro_rules! registry {
     ($($(#[$meta:meta])* $variant:ident => $module:ident :: $codec:ident,)*) => {
-        /// Which input format a session was lowered from; the back-end renders the same one.
-        /// One variant per registered format ([`REGISTRY`]).
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-        #[serde(rename_all = "kebab-case")]
-        pub enum Format {
-            $($(#[$meta])* $variant,)*
-        }
-
         /// Every wire format, in the order detection asks them whether an item is theirs.
         pub static REGISTRY: &[&dyn WireFormat] = &[$(&$module::$codec,)*];
 
@@ -116,18 +131,7 @@ macro_rules! registry {
     };
 }
 
-registry! {
-    /// OpenAI Responses input items.
-    Responses => responses::Responses,
-    /// Anthropic Messages.
-    Anthropic => anthropic::Anthropic,
-    /// OpenAI Chat Completions messages.
-    OpenaiChat => openai_chat::OpenaiChat,
-    /// Structured agent events (set_var, tool_call, ...), rendered as prompt text.
-    Events => events::Events,
-    /// tracetrim JSONL traces (`{"kind": "prompt"|"call"|"message"}`).
-    Tracetrim => tracetrim::Tracetrim,
-}
+each_format!(registry);
 
 impl Format {
     /// The stable name used on the command line (`--from`, `--to`).
