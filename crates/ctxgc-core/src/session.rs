@@ -402,11 +402,17 @@ impl Session {
     /// proportion to what was appended (and to what it changed), not to the whole session.
     pub fn compile(&mut self) {
         if self.cache.is_some() {
-            // A compaction step can move any earlier plan.
-            if matches!(self.changes, ChangeLog::Since(_)) && self.compiled < self.items.len() {
-                self.changes = ChangeLog::All;
-            }
+            let (start, steps) = (self.compiled, self.compaction_steps().len());
             self.compile_cache_stable();
+            // Between steps an earlier item keeps the plan it was given (frozen at the last
+            // step, or on arrival), so only the new items changed; a step can move any
+            // earlier plan.
+            let stepped = self.compaction_steps().len() > steps;
+            match &mut self.changes {
+                ChangeLog::Since(_) if stepped => self.changes = ChangeLog::All,
+                ChangeLog::Since(log) => log.extend(start..self.items.len()),
+                ChangeLog::Off | ChangeLog::All => {}
+            }
         } else {
             let (start, end) = (self.compiled, self.items.len());
             self.compile_range(start, end);

@@ -258,3 +258,52 @@ fn stateless_event_prefixes_extend_each_other() {
         }
     }
 }
+
+/// Every fact the agent declared, as the model reads it: from the register and from state
+/// blocks still in messages (the last declaration of a key wins).
+fn visible_state(output: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    let list: Vec<Value> = serde_json::from_str(output).expect("a message list");
+    for message in list {
+        let text = message["content"].as_str().unwrap_or_default();
+        for line in text.lines().filter(|l| l.starts_with("- ")) {
+            seen.push(line.split(" (").next().unwrap_or(line).to_owned());
+        }
+        if let Some(start) = text.find("<contextgc-state>") {
+            seen.push(text[start..].to_owned());
+        }
+    }
+    seen
+}
+
+#[test]
+fn a_declaration_stays_visible_until_a_step_moves_it_into_the_register() {
+    // Stripping a state block on arrival while the register (in the cached prefix) waits for
+    // a step would leave the model seeing the declaration nowhere.
+    let messages = json!([
+        {"role": "system", "content": "You book flights."},
+        {"role": "user", "content": "Move me to business."},
+        {"role": "assistant", "content": "Done.<contextgc-state>{\"assert\": {\"cabin\": \"business\"}}</contextgc-state>"},
+        {"role": "user", "content": "Actually economy."},
+        {"role": "assistant", "content": "Ok.<contextgc-state>{\"assert\": {\"cabin\": \"economy\"}}</contextgc-state>"},
+        {"role": "user", "content": "Which cabin am I in?"}
+    ]);
+    let compiled = compile_chat(&messages.to_string(), &options()).expect("compiles");
+    let visible = visible_state(&compiled.output);
+    assert!(
+        visible.iter().any(|s| s.contains("economy")),
+        "the latest declaration is visible: {}",
+        compiled.output
+    );
+    // The agent's own words are sent as it wrote them: text already sent stays a prefix.
+    assert!(compiled.output.contains("Ok.<contextgc-state>"));
+    let mut eager = options();
+    eager.chat.cache = None;
+    let eager = compile_chat(&messages.to_string(), &eager).expect("compiles");
+    assert!(
+        eager.output.contains("cabin = \\\"economy\\\""),
+        "{}",
+        eager.output
+    );
+    assert!(!eager.output.contains("<contextgc-state>"));
+}

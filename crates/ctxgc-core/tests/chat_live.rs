@@ -14,14 +14,33 @@ use serde_json::Value;
 mod common;
 use common::{corpus_dir, preset_options};
 
+/// Every preset, and the default preset compiled cache-stable (compaction steps priced after
+/// each message, the register as of the last step), with the name each is reported under.
+fn configurations() -> Vec<(&'static str, Options)> {
+    let mut cache_stable = preset_options(Preset::Default);
+    cache_stable.chat.cache = Some(ctxgc_core::session::CacheModel {
+        // A session assumed to run long, so that the corpus's short runs take steps and
+        // steps are compared too.
+        min_reclaim_tokens: 100,
+        min_expected_turns: 200.0,
+        ..Default::default()
+    });
+    [Preset::Default, Preset::Lossless, Preset::Aggressive]
+        .into_iter()
+        .map(|p| (p.name(), preset_options(p)))
+        .chain([("cache-stable", cache_stable)])
+        .collect()
+}
+
 /// The list with its first `n` messages, as JSON text.
 fn prefix(messages: &[Value], n: usize) -> String {
     serde_json::to_string(&messages[..n]).expect("messages serialise")
 }
 
 /// Feeds `messages` one by one after the first and compares with whole compiles at `checks`
-/// prefix lengths (and at the end). Returns how many comparisons were made.
-fn replay(at: &str, messages: &[Value], options: &Options, every: usize) -> usize {
+/// prefix lengths (and at the end). Returns how many comparisons were made and how many
+/// compaction steps the live session took.
+fn replay(at: &str, messages: &[Value], options: &Options, every: usize) -> (usize, usize) {
     let mut live = LiveChat::new(&prefix(messages, 1), options)
         .unwrap_or_else(|e| panic!("{at}: the first message: {e}"));
     let mut compared = 0;
@@ -32,7 +51,7 @@ fn replay(at: &str, messages: &[Value], options: &Options, every: usize) -> usiz
             // A refused append says why; the whole compile is the caller's path then.
             Err(Error::Usage(why)) => {
                 assert!(why.contains("compile the whole transcript"), "{at}: {why}");
-                return compared;
+                return (compared, live.session().compaction_steps().len());
             }
             Err(e) => panic!("{at}: message {n}: {e}"),
         }
@@ -77,7 +96,7 @@ fn replay(at: &str, messages: &[Value], options: &Options, every: usize) -> usiz
             compared += 1;
         }
     }
-    compared
+    (compared, live.session().compaction_steps().len())
 }
 
 #[test]
@@ -86,7 +105,7 @@ fn corpus_conversations_compile_the_same_live() {
         eprintln!("note: corpus not found (set CTXGC_CORPUS); live replay skipped");
         return;
     };
-    let mut compared = 0;
+    let (mut compared, mut steps) = (0, 0);
     for name in [
         "tau-bench-airline-gpt4o.jsonl",
         "tau2-bench-leaderboard.jsonl",
@@ -102,13 +121,16 @@ fn corpus_conversations_compile_the_same_live() {
             if messages.len() < 2 {
                 continue;
             }
-            for preset in [Preset::Default, Preset::Lossless, Preset::Aggressive] {
-                let at = format!("{name} {} {}", record["id"], preset.name());
-                compared += replay(&at, messages, &preset_options(preset), 5);
+            for (preset, options) in configurations() {
+                let at = format!("{name} {} {preset}", record["id"]);
+                let (n, s) = replay(&at, messages, &options, 5);
+                compared += n;
+                steps += s;
             }
         }
     }
     assert!(compared > 100, "only {compared} comparisons made");
+    assert!(steps > 0, "no live session took a compaction step");
 }
 
 #[test]
@@ -135,14 +157,14 @@ fn fixtures_in_every_format_compile_the_same_live() {
                 .expect("fixture holds a list"),
             _ => panic!("{name}: not a document"),
         };
-        for preset in [Preset::Default, Preset::Lossless, Preset::Aggressive] {
+        for (preset, options) in configurations() {
             // The format given, as a caller that knows it does: a bare list of Anthropic
             // messages may not show its format in the first message.
             let options = Options {
                 from: Some(format),
-                ..preset_options(preset)
+                ..options
             };
-            compared += replay(&format!("{name} {}", preset.name()), &messages, &options, 1);
+            compared += replay(&format!("{name} {preset}"), &messages, &options, 1).0;
         }
     }
     assert!(compared > 10, "only {compared} comparisons made");

@@ -277,8 +277,7 @@ impl Chat {
 #[pymethods]
 impl Chat {
     /// `Chat(messages=None, preset="default", *, system=None, format=None, ...)`: the options
-    /// are `compile_messages`'s. `cache-stable` is refused (its compaction steps are taken
-    /// compile by compile; use `compile_messages`).
+    /// are `compile_messages`'s.
     #[new]
     #[pyo3(signature = (
         messages = None, preset = "default", schema = None, *, system = None, format = None,
@@ -322,11 +321,6 @@ impl Chat {
             max_value_chars,
         }
         .to_options()?;
-        if options.chat.cache.is_some() {
-            return Err(usage_error(
-                "Chat compiles eagerly; for cache-stable compilation use compile_messages".into(),
-            ));
-        }
         if options.from.is_some_and(|f| !f.wire().is_chat()) {
             return Err(usage_error(
                 "Chat holds a chat history (openai-chat, anthropic or responses); use TraceGC for event traces".into(),

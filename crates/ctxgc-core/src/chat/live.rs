@@ -13,8 +13,9 @@
 //! An append that would change what earlier messages are — a provider id that an earlier
 //! message already has (ids are then reassigned), or, when the format was detected rather
 //! than given, a message that shows another format — is refused with [`Error::Usage`]; the
-//! caller compiles the whole transcript instead. Cache-stable compilation (which takes its
-//! compaction steps compile by compile) is not available in a live session.
+//! caller compiles the whole transcript instead. Under cache-stable compilation (every preset
+//! but `aggressive`) a compaction step is priced after each item, whether the items come one
+//! by one or all at once, so the live session and the whole transcript take the same steps.
 //!
 //! ```
 //! use ctxgc_core::chat::live::LiveChat;
@@ -61,6 +62,9 @@ pub struct LiveChat {
     session: Session,
     /// The declared state of every message.
     ledger: Ledger,
+    /// Cache-stable mode: the register sits in the cached prefix, so it shows the state as of
+    /// the last compaction step: the items it covers and its text (rebuilt at each step).
+    stable_register: Option<(usize, Option<String>)>,
     results: ResultCheck,
     /// Every provider id seen, unique or not (ids `m<i>` never take one).
     provider_ids: HashSet<String>,
@@ -134,18 +138,13 @@ impl LiveChat {
                 ));
             }
         };
-        if options.chat.cache.is_some() {
-            // Cache-stable compilation takes its compaction steps at each compile, so a session
-            // compiled message by message is not the whole transcript compiled at once.
-            return Err(Error::Usage(
-                "a live session compiles eagerly; cache-stable compilation is not available for it"
-                    .into(),
-            ));
-        }
         let config = ChatConfig::resolve(&options.chat, options.tokenizer);
         let session = session_of(&doc, &config, options)?;
         let items = std::mem::take(&mut doc.items);
         let ledger = Ledger::build(config.state.clone(), &items);
+        let stable_register = session
+            .cache_boundary()
+            .map(|b| (b, stable_register_of(&config, &items[..b])));
         let mut results = ResultCheck::new(doc.format);
         for (i, item) in items.iter().enumerate() {
             // The document lowered, so it breaks no rule here.
@@ -168,6 +167,7 @@ impl LiveChat {
             forced: options.from.is_some(),
             session,
             ledger,
+            stable_register,
             results,
             provider_ids,
             messages,
@@ -236,6 +236,16 @@ impl LiveChat {
         self.messages += 1;
         self.session.compile();
         self.ledger.apply(index, &self.session.items()[index]);
+        if let Some(boundary) = self.session.cache_boundary()
+            && self
+                .stable_register
+                .as_ref()
+                .is_none_or(|(b, _)| *b != boundary)
+        {
+            let config = ChatConfig::resolve(&self.options.chat, self.options.tokenizer);
+            let text = stable_register_of(&config, &self.session.items()[..boundary]);
+            self.stable_register = Some((boundary, text));
+        }
         Ok(index)
     }
 
@@ -278,9 +288,13 @@ impl LiveChat {
         }
     }
 
-    /// The `[ACTIVE_AGENT_STATE]` register as it is sent now, if any fact is live.
+    /// The `[ACTIVE_AGENT_STATE]` register as it is sent now, if any fact is live (under
+    /// cache-stable compilation: live as of the last compaction step).
     pub fn register(&self) -> Option<String> {
-        register::render(&self.ledger.facts())
+        match &self.stable_register {
+            Some((_, text)) => text.clone(),
+            None => register::render(&self.ledger.facts()),
+        }
     }
 
     /// The compiled message list and its exact counts, kept up to date item by item: it costs
@@ -339,7 +353,10 @@ impl LiveChat {
             };
             kept.json[i] = json;
         }
-        let register = register::render(&self.ledger.facts());
+        let register = match &self.stable_register {
+            Some((_, text)) => text.clone(),
+            None => register::render(&self.ledger.facts()),
+        };
         kept.register = match (register, kept.register.take()) {
             (None, _) => None,
             (Some(r), old) => {
@@ -394,4 +411,9 @@ impl LiveChat {
             self.options.chat.to,
         )
     }
+}
+
+/// The register of the items a compaction step covers (cache-stable mode).
+fn stable_register_of(config: &ChatConfig, items: &[crate::ir::Item]) -> Option<String> {
+    register::render(&Ledger::build(config.state.clone(), items).facts())
 }

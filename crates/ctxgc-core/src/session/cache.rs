@@ -7,8 +7,10 @@
 //!
 //! - **Decisions that are stable on arrival are applied on arrival.** A decision about item
 //!   `i` that depends only on items up to `i` (compacting a tool output as it comes in, a
-//!   result identical to an earlier one, a stripped state block) never changes an earlier
-//!   prefix; it is taken the moment the item arrives.
+//!   result identical to an earlier one) never changes an earlier prefix; it is taken the
+//!   moment the item arrives. A state block is the exception: it moves into the register,
+//!   which sits in the cached prefix, so it stays in its message until a step moves it (the
+//!   register shows the state as of the last step, the messages after it say the rest).
 //! - **Decisions about items already sent are deferred** (a value superseded later, a read made
 //!   stale by a later edit) and applied together in one compaction step, only when the step
 //!   pays for itself.
@@ -117,6 +119,10 @@ pub(super) struct CacheState {
     /// plan is still the one decided on arrival). Absent from snapshots written before it.
     #[serde(default)]
     changed_at_step: Vec<Option<usize>>,
+    /// Items whose state block stayed in the message on arrival, in order: a step that moves
+    /// one into the register rewrites the register, at the head of the cached prefix.
+    #[serde(default)]
+    deferred_state: Vec<usize>,
     /// What pricing a step keeps between check points. Not stored: rebuilt at the first check
     /// point after loading.
     #[serde(skip)]
@@ -221,6 +227,7 @@ impl CacheState {
             sent: 0,
             steps: Vec::new(),
             changed_at_step: Vec::new(),
+            deferred_state: Vec::new(),
             tracker: None,
         }
     }
@@ -385,7 +392,7 @@ impl Session {
                 return;
             };
             let kept = self.kept_cost(i, tok);
-            let arrival = self.arrival_plan(i, kept, tok);
+            let (arrival, defers_state) = self.arrival_plan(i, kept, tok);
             let is_assistant = is_agent_turn(&self.items[i].kind);
             // An agent turn right after a check point is the answer to a request that held
             // every item before it.
@@ -395,6 +402,9 @@ impl Session {
                     cache.sent = i;
                 }
                 cache.arrival.push(arrival);
+                if defers_state {
+                    cache.deferred_state.push(i);
+                }
                 cache.cost_kept.push(kept);
                 if is_assistant {
                     cache.assistant_turns += 1;
@@ -409,21 +419,29 @@ impl Session {
     /// The plan taken for item `i` on arrival: the eager one, except that an event retired on
     /// arrival keeps its line when a stub of its own would cost at least as much (arrival
     /// stubs are never grouped, so that text already sent never changes; a later step may
-    /// still retire it in a shared stub).
-    fn arrival_plan(&self, i: usize, kept: usize, tok: Tokenizer) -> ItemPlan {
+    /// still retire it in a shared stub), and a message keeps its state block (then `true`).
+    fn arrival_plan(&self, i: usize, kept: usize, tok: Tokenizer) -> (ItemPlan, bool) {
         let eager = self.eager_plan_of(i);
+        let keep = ItemPlan {
+            verdict: None,
+            protected_from: None,
+        };
         match (&self.items[i].kind, eager.verdict.as_ref()) {
-            (Kind::Message(_), _) => eager,
+            // A state block leaves its message for the register, and the register sits in the
+            // cached prefix: moving the block there on arrival would rewrite that prefix, and
+            // leaving the register as of the last step would hide the declaration from the
+            // model. So the block stays where the agent wrote it until a step moves it.
+            (Kind::Message(_), Some(v)) if v.reason == crate::plan::Reason::StateBlock => {
+                (keep, true)
+            }
+            (Kind::Message(_), _) => (eager, false),
             (_, Some(v))
                 if v.action == Action::Retire
                     && tok.count(&crate::render::prompt::lone_stub(self, i, v)) >= kept =>
             {
-                ItemPlan {
-                    verdict: None,
-                    protected_from: None,
-                }
+                (keep, false)
             }
-            _ => eager,
+            _ => (eager, false),
         }
     }
 
@@ -523,6 +541,17 @@ impl Session {
         let cache = self.cache.as_ref()?;
         let model = &cache.model;
         let (&first, _) = tracker.differs.first_key_value()?;
+        // Moving a deferred state block into the register rewrites the register, which sits
+        // before the first non-system message: the step changes the prompt from there.
+        let moves_register = (cache.deferred_state.last()).is_some_and(|&i| i >= cache.boundary);
+        let first = if moves_register {
+            first.min(crate::render::messages::register_position(
+                &self.items,
+                None,
+            ))
+        } else {
+            first
+        };
         let saved = tracker.saved;
         // A step that changes only items the previous request did not hold invalidates no
         // cached prefix: any saving is worth taking. One that reaches into the cached prefix

@@ -30,20 +30,17 @@ class _Compiler:
 
     Each conversation is kept compiled in a :class:`ctxgc.Chat`, found by the first message
     object of its history: a loop that appends to its history and sends it again pays for
-    the new messages only. (``cache-stable`` compiles each request whole.)"""
+    the new messages only."""
 
     def __init__(self, preset: str, options: dict[str, Any], on_compile: Callable[[dict], None] | None):
         self.preset = preset
         self.options = options
         self.on_compile = on_compile
         self.last_telemetry: dict[str, Any] | None = None
-        self.live = preset != "cache-stable"
         self._chats: OrderedDict[tuple[str, int], Chat] = OrderedDict()
         self._lock = threading.Lock()
 
     def _compile(self, messages: list, fmt: str, system: Any = None) -> tuple[Any, dict[str, Any]]:
-        if not self.live:
-            return compile_messages(messages, self.preset, system=system, format=fmt, **self.options)
         key = (fmt, id(messages[0]))
         with self._lock:
             chat = self._chats.pop(key, None)

@@ -101,7 +101,7 @@ class Chat:
     which recognises the list it saw last with messages added. Each call costs what was
     added. Results equal ``compile_messages`` of the whole history; the telemetry holds the
     counts and retired turns (``report()`` gives the full one). The options are those of
-    ``compile_messages`` (``cache-stable`` is refused). Message dicts in results are shared
+    ``compile_messages``. Message dicts in results are shared
     with later results: copy one before changing it.
 
     >>> chat = Chat([{"role": "user", "content": "hi"}])

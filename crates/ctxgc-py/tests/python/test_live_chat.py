@@ -45,7 +45,7 @@ def replay_each_message(messages, *, preset="default", system=None, fmt=None):
     return chat
 
 
-@pytest.mark.parametrize("preset", ["default", "lossless", "aggressive"])
+@pytest.mark.parametrize("preset", ["default", "lossless", "aggressive", "cache-stable"])
 def test_every_step_of_the_bundled_chats_is_a_whole_compile(preset):
     for messages in (AIRLINE, TOOL_CHAT):
         replay_each_message(messages, preset=preset)
@@ -78,6 +78,7 @@ def test_corpus_transcripts_step_by_step(corpus):
         for record in _records(corpus / name, 2):
             messages = record["messages"][:60]
             replay_each_message(messages)
+            replay_each_message(messages, preset="cache-stable")
             checked += 1
     assert checked == 8
 
@@ -139,8 +140,20 @@ def test_bad_messages_are_refused_and_the_chat_stays_as_it_was():
     assert chat.compiled()[0] == before[0]
 
 
+def test_cache_stable_keeps_what_was_sent_and_the_declaration_in_view():
+    # The register sits in the cached prefix; a state block waits in its message for a step.
+    chat = ctxgc.Chat(preset="cache-stable")
+    chat.extend([
+        {"role": "user", "content": "Move me to business."},
+        {"role": "assistant", "content": 'Done.<contextgc-state>{"assert": {"cabin": "business"}}</contextgc-state>'},
+    ])
+    first = chat.compiled()[0]
+    chat.append({"role": "user", "content": "Thanks."})
+    second = chat.compiled()[0]
+    assert second[: len(first)] == first
+    assert "business" in json.dumps(second)
+
+
 def test_options_that_cannot_be_live_are_refused():
-    with pytest.raises(ctxgc.UsageError):
-        ctxgc.Chat(preset="cache-stable")
     with pytest.raises(ctxgc.UsageError):
         ctxgc.Chat(format="tracegc")
