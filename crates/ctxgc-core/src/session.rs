@@ -50,9 +50,11 @@ impl Default for RetentionPolicy {
 }
 
 mod cache;
+pub(crate) mod cache_model;
 pub(crate) mod claims;
 
-pub use cache::{CacheModel, CompactionStep, DecisionEpoch};
+pub use cache::{CompactionStep, DecisionEpoch};
+pub use cache_model::CacheModel;
 
 /// The final decision on one item: the verdict in force, and any verdict retention overruled.
 /// Verdicts are boxed: most items have none, and a plan is taken for every item of a session

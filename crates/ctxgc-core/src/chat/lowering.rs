@@ -10,7 +10,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::error::{Diagnostic, Error};
-use crate::formats::Format;
+use crate::formats::key::Format;
 use crate::frontend::{Layout, RawItem, split_items};
 use crate::ir::{Item, Kind};
 

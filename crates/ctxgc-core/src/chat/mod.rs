@@ -28,7 +28,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::formats::Format;
+use crate::formats::key::Format;
 use crate::ir::{Block, Item, Kind, Message, Role, ToolOutput};
 use crate::tokens::Tokenizer;
 
@@ -134,7 +134,7 @@ pub struct ChatOptions {
     /// Cache-stable compilation (`--preset cache-stable`): earlier output stays a byte-stable
     /// prefix and history is compacted in deliberate steps that pay for themselves under this
     /// cost model (see [`crate::session::CacheModel`]). The passes are the `preset`'s.
-    pub cache: Option<crate::session::CacheModel>,
+    pub cache: Option<crate::session::cache_model::CacheModel>,
 }
 
 impl ChatOptions {
@@ -158,7 +158,8 @@ impl ChatOptions {
             _ => Preset::from_name(name).ok_or_else(|| UnknownPreset(name.to_owned()))?,
         };
         self.preset = preset;
-        self.cache = (name == "cache-stable").then(crate::session::CacheModel::default);
+        self.cache =
+            (name == "cache-stable").then(crate::session::cache_model::CacheModel::default);
         Ok(())
     }
 }

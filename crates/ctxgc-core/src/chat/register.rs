@@ -270,6 +270,21 @@ fn parse_line(line: &str) -> Option<Line> {
     })
 }
 
+/// What a message (or tool output) that held only a state block becomes: content is never
+/// left empty.
+pub const EMPTIED: &str = "[ctxgc: this message held only a state block]";
+
+/// Where the register goes: after the leading run of system items.
+pub fn register_position(items: &[Item], skip: Option<usize>) -> usize {
+    items
+        .iter()
+        .enumerate()
+        .position(|(i, item)| {
+            Some(i) != skip && message_of(item).is_none_or(|m| m.role != Role::System)
+        })
+        .unwrap_or(items.len())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,7 +18,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::error::Error;
-use crate::formats::Format;
+use crate::formats::key::Format;
 use crate::formats::{REGISTRY, WireFormat};
 use crate::frontend::Layout;
 

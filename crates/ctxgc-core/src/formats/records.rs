@@ -16,8 +16,8 @@ use serde_json::Value;
 
 use crate::chat::lowering::{ChatDoc, lower_document};
 use crate::error::{Diagnostic, Error};
-use crate::formats::Format;
 use crate::formats::detect::chat_format_of;
+use crate::formats::key::Format;
 
 /// One record, lowered.
 #[derive(Debug, Clone)]

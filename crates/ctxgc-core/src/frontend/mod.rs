@@ -7,7 +7,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::error::Error;
-use crate::formats::Format;
+use crate::formats::key::Format;
 
 pub use crate::formats::openai_chat as openai;
 pub use crate::formats::{anthropic, events, records, responses, tracetrim};

@@ -22,7 +22,8 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use super::{AnyPass, Cx, Pass, PassDoc};
+use super::AnyPass;
+use super::pass::{Cx, Pass, PassDoc};
 use crate::plan::Verdict;
 use crate::session::claims;
 
@@ -57,7 +58,7 @@ impl ChatPasses {
 }
 
 impl Pass for ChatPasses {
-    fn build(_: &super::Build<'_>) -> Option<Self> {
+    fn build(_: &super::pass::Build<'_>) -> Option<Self> {
         // Only read from sessions an earlier version stored; never built.
         None
     }
@@ -66,7 +67,7 @@ impl Pass for ChatPasses {
     }
 
     fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, changed: &[usize]) -> Vec<usize> {
-        let spread = super::side_by_side(cx.items, &new);
+        let spread = super::pass::side_by_side(cx.items, &new);
         let reports = crate::parallel::each_mut(self.passes.iter_mut().collect(), spread, |pass| {
             pass.update(cx, new.clone(), changed)
         });

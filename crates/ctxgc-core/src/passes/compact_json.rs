@@ -29,7 +29,7 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Cx, Pass, PassDoc};
+use super::pass::{Cx, Pass, PassDoc};
 use crate::chat::ChatConfig;
 use crate::chat::pairing::ResultView;
 use crate::plan::{Action, BlockRewrite, Reason, Verdict};
@@ -65,7 +65,7 @@ impl CompactJson {
 }
 
 impl Pass for CompactJson {
-    fn build(build: &super::Build<'_>) -> Option<Self> {
+    fn build(build: &super::pass::Build<'_>) -> Option<Self> {
         Some(Self::new(build.config.clone()))
     }
     fn doc(&self) -> &'static PassDoc {

@@ -24,7 +24,7 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Cx, Pass, PassDoc};
+use super::pass::{Cx, Pass, PassDoc};
 use crate::plan::{Reason, Verdict};
 
 /// This pass's doc.
@@ -42,7 +42,7 @@ pub struct Cycles {
 }
 
 impl Pass for Cycles {
-    fn build(_: &super::Build<'_>) -> Option<Self> {
+    fn build(_: &super::pass::Build<'_>) -> Option<Self> {
         Some(Self::default())
     }
     fn doc(&self) -> &'static PassDoc {

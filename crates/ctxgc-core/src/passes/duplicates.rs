@@ -40,7 +40,7 @@ use std::ops::Range;
 use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::{Cx, Pass, PassDoc};
+use super::pass::{Cx, Pass, PassDoc};
 use crate::chat::ChatConfig;
 use crate::chat::pairing::{OutputHash, ResultView, Slot};
 use crate::ir::Kind;
@@ -230,7 +230,7 @@ fn stub_for(config: &ChatConfig, cx: &Cx<'_>, r: &ResultView<'_>, first: Slot) -
 }
 
 impl Pass for Duplicates {
-    fn build(build: &super::Build<'_>) -> Option<Self> {
+    fn build(build: &super::pass::Build<'_>) -> Option<Self> {
         Some(Self::new(build.config.clone()))
     }
     fn doc(&self) -> &'static PassDoc {
@@ -239,7 +239,7 @@ impl Pass for Duplicates {
 
     fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, changed: &[usize]) -> Vec<usize> {
         // A pass loaded from an earlier version's state has not seen the items before `new`.
-        let taken = super::catch_up(&mut self.seen, &new);
+        let taken = super::pass::catch_up(&mut self.seen, &new);
         let mut moved: Vec<usize> = Vec::new();
         for i in taken.clone() {
             let calls = self.add(cx, i);

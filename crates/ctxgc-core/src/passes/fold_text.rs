@@ -31,7 +31,7 @@ use std::ops::Range;
 use serde::{Deserialize, Serialize};
 
 use super::lossy::{LossyGate, Rewrites, decide_on_arrival, verdict_of};
-use super::{Cx, Pass, PassDoc};
+use super::pass::{Cx, Pass, PassDoc};
 use crate::chat::ChatConfig;
 use crate::chat::compact::fold_unless_json;
 use crate::plan::{Reason, Verdict};
@@ -66,7 +66,7 @@ impl FoldText {
 }
 
 impl Pass for FoldText {
-    fn build(build: &super::Build<'_>) -> Option<Self> {
+    fn build(build: &super::pass::Build<'_>) -> Option<Self> {
         Some(Self::new(build.config.clone()))
     }
     fn doc(&self) -> &'static PassDoc {

@@ -32,7 +32,7 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use super::Cx;
+use super::pass::Cx;
 use crate::chat::ChatConfig;
 use crate::chat::pairing::ResultView;
 use crate::ir::{Item, Kind, Role};

@@ -40,7 +40,7 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Cx, Pass, PassDoc};
+use super::pass::{Cx, Pass, PassDoc};
 use crate::plan::{Action, BlockRewrite, Reason, Verdict};
 use crate::projection::Projection;
 use crate::projection::apply::{Outcome, hidden_list};
@@ -186,7 +186,7 @@ impl ProjectionPass {
 }
 
 impl Pass for ProjectionPass {
-    fn build(build: &super::Build<'_>) -> Option<Self> {
+    fn build(build: &super::pass::Build<'_>) -> Option<Self> {
         build.projection.map(|config| Self::new(config.clone()))
     }
     fn doc(&self) -> &'static PassDoc {

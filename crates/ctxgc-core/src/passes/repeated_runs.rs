@@ -22,7 +22,7 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Cx, Pass, PassDoc};
+use super::pass::{Cx, Pass, PassDoc};
 use crate::ir::Kind;
 use crate::plan::{Reason, Verdict};
 
@@ -42,7 +42,7 @@ pub struct RepeatedRuns {
 }
 
 impl Pass for RepeatedRuns {
-    fn build(_: &super::Build<'_>) -> Option<Self> {
+    fn build(_: &super::pass::Build<'_>) -> Option<Self> {
         Some(Self::default())
     }
     fn doc(&self) -> &'static PassDoc {

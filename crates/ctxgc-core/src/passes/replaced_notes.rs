@@ -21,7 +21,7 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Cx, Pass, PassDoc};
+use super::pass::{Cx, Pass, PassDoc};
 use crate::ir::Kind;
 use crate::plan::{Reason, Verdict};
 
@@ -39,7 +39,7 @@ pub struct ReplacedNotes {
 }
 
 impl Pass for ReplacedNotes {
-    fn build(_: &super::Build<'_>) -> Option<Self> {
+    fn build(_: &super::pass::Build<'_>) -> Option<Self> {
         Some(Self::default())
     }
     fn doc(&self) -> &'static PassDoc {

@@ -26,7 +26,7 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Cx, Pass, PassDoc};
+use super::pass::{Cx, Pass, PassDoc};
 use crate::chat::register;
 use crate::plan::{Action, BlockRewrite, Reason, Verdict};
 
@@ -48,7 +48,7 @@ pub struct ReplacedRegister {
 }
 
 impl Pass for ReplacedRegister {
-    fn build(_: &super::Build<'_>) -> Option<Self> {
+    fn build(_: &super::pass::Build<'_>) -> Option<Self> {
         Some(Self::default())
     }
     fn doc(&self) -> &'static PassDoc {

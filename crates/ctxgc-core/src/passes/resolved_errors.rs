@@ -23,7 +23,7 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Cx, Pass, PassDoc};
+use super::pass::{Cx, Pass, PassDoc};
 use crate::ir::Kind;
 use crate::plan::{Reason, Verdict};
 
@@ -66,7 +66,7 @@ fn after_of(cx: &Cx<'_>, e: usize) -> usize {
 }
 
 impl Pass for ResolvedErrors {
-    fn build(_: &super::Build<'_>) -> Option<Self> {
+    fn build(_: &super::pass::Build<'_>) -> Option<Self> {
         Some(Self::default())
     }
     fn doc(&self) -> &'static PassDoc {

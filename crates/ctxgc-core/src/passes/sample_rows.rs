@@ -34,7 +34,7 @@ use std::ops::Range;
 use serde::{Deserialize, Serialize};
 
 use super::lossy::{LossyGate, Rewrites, decide_on_arrival, verdict_of};
-use super::{Cx, Pass, PassDoc};
+use super::pass::{Cx, Pass, PassDoc};
 use crate::chat::ChatConfig;
 use crate::chat::compact::sample_parsed;
 use crate::plan::{Reason, Verdict};
@@ -69,7 +69,7 @@ impl SampleRows {
 }
 
 impl Pass for SampleRows {
-    fn build(build: &super::Build<'_>) -> Option<Self> {
+    fn build(build: &super::pass::Build<'_>) -> Option<Self> {
         Some(Self::new(build.config.clone()))
     }
     fn doc(&self) -> &'static PassDoc {

@@ -21,7 +21,7 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Cx, Pass, PassDoc};
+use super::pass::{Cx, Pass, PassDoc};
 use crate::ir::Kind;
 use crate::plan::{Reason, Verdict};
 
@@ -57,7 +57,7 @@ pub fn normalize_path(path: &str) -> String {
 }
 
 impl Pass for StaleReads {
-    fn build(_: &super::Build<'_>) -> Option<Self> {
+    fn build(_: &super::pass::Build<'_>) -> Option<Self> {
         Some(Self::default())
     }
     fn doc(&self) -> &'static PassDoc {
@@ -67,7 +67,7 @@ impl Pass for StaleReads {
     fn update(&mut self, cx: &Cx<'_>, new: Range<usize>, _changed: &[usize]) -> Vec<usize> {
         let mut moved = Vec::new();
         // Items before `new` not yet indexed (a session just loaded) are replayed first.
-        for i in super::catch_up(&mut self.indexed, &new) {
+        for i in super::pass::catch_up(&mut self.indexed, &new) {
             match &cx.items[i].kind {
                 Kind::FileRead { path } => self
                     .unedited

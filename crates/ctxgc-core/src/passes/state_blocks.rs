@@ -28,7 +28,7 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Cx, Pass, PassDoc};
+use super::pass::{Cx, Pass, PassDoc};
 use crate::chat::state::strip_blocks;
 use crate::chat::{ChatConfig, message_of};
 use crate::ir::{Block, Role};
@@ -60,7 +60,7 @@ impl StateBlocks {
 }
 
 impl Pass for StateBlocks {
-    fn build(build: &super::Build<'_>) -> Option<Self> {
+    fn build(build: &super::pass::Build<'_>) -> Option<Self> {
         Some(Self::new(build.config.clone()))
     }
     fn doc(&self) -> &'static PassDoc {
@@ -96,7 +96,7 @@ impl Pass for StateBlocks {
                     // A tool output is never sent empty (the message back-end does the same
                     // for message text).
                     let text = if stripped.is_empty() && matches!(block, Block::ToolResult(_)) {
-                        crate::render::messages::EMPTIED.to_owned()
+                        crate::chat::register::EMPTIED.to_owned()
                     } else {
                         stripped
                     };

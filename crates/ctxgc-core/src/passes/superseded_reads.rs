@@ -50,7 +50,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::lossy::LossyGate;
-use super::{Cx, Pass, PassDoc};
+use super::pass::{Cx, Pass, PassDoc};
 use crate::chat::ChatConfig;
 use crate::chat::pairing::{OutputHash, ResultView, Slot};
 use crate::ir::{Block, Kind, canonical_json};
@@ -298,7 +298,7 @@ impl SupersededReads {
 }
 
 impl Pass for SupersededReads {
-    fn build(build: &super::Build<'_>) -> Option<Self> {
+    fn build(build: &super::pass::Build<'_>) -> Option<Self> {
         Some(Self::new(build.config.clone()))
     }
     fn doc(&self) -> &'static PassDoc {

@@ -41,7 +41,7 @@ use std::ops::Range;
 use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::{Cx, Pass, PassDoc};
+use super::pass::{Cx, Pass, PassDoc};
 use crate::chat::state::Ledger;
 use crate::chat::{ChatConfig, has_calls, has_thinking};
 use crate::ir::{Kind, Role};
@@ -187,12 +187,12 @@ impl SupersededValues {
 }
 
 impl Pass for SupersededValues {
-    fn build(build: &super::Build<'_>) -> Option<Self> {
+    fn build(build: &super::pass::Build<'_>) -> Option<Self> {
         // On traces a `set_var` always writes its key; the chat options (which facts a turn
         // declares, whether superseded ones retire) are the chat pipeline's.
         Some(match build.pipeline {
-            super::Pipeline::Events => Self::default(),
-            super::Pipeline::Chats => Self::new(build.config),
+            super::pass::Pipeline::Events => Self::default(),
+            super::pass::Pipeline::Chats => Self::new(build.config),
         })
     }
     fn doc(&self) -> &'static PassDoc {
@@ -203,7 +203,7 @@ impl Pass for SupersededValues {
         // A pass loaded from an earlier version's state has not seen the items before `new`;
         // it replays them, and every verdict it gives may have moved.
         let mut dirty: BTreeSet<usize> = BTreeSet::new();
-        for i in super::catch_up(&mut self.seen, &new) {
+        for i in super::pass::catch_up(&mut self.seen, &new) {
             self.add(cx, i, &mut dirty);
         }
         for &i in changed {

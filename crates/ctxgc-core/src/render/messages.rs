@@ -27,9 +27,10 @@ use serde_json::{Value, json};
 
 use crate::chat::lowering::{ChatDoc, Envelope};
 use crate::chat::message_of;
+pub use crate::chat::register::{EMPTIED, register_position};
 use crate::error::{Diagnostic, Error};
-use crate::formats::Format;
-use crate::ir::{Block, Item, Kind, Role};
+use crate::formats::key::Format;
+use crate::ir::{Block, Kind, Role};
 use crate::plan::{Action, BlockRewrite};
 use crate::session::Session;
 
@@ -84,10 +85,6 @@ fn drop_empty_parts(list: &mut Vec<Value>, emptied: &[usize]) {
         !drop
     });
 }
-
-/// What a message (or tool output) that held only a state block becomes: content is never
-/// left empty.
-pub const EMPTIED: &str = "[ctxgc: this message held only a state block]";
 
 fn rewrite_value(
     format: Format,
@@ -164,17 +161,6 @@ pub fn item_json(
             )),
         },
     }
-}
-
-/// Where the register goes: after the leading run of system items.
-pub fn register_position(items: &[Item], skip: Option<usize>) -> usize {
-    items
-        .iter()
-        .enumerate()
-        .position(|(i, item)| {
-            Some(i) != skip && message_of(item).is_none_or(|m| m.role != Role::System)
-        })
-        .unwrap_or(items.len())
 }
 
 pub(crate) fn write_array(messages: &[OutputMessage]) -> String {

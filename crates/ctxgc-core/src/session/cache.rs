@@ -43,42 +43,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::cache_model::CacheModel;
 use super::{ItemPlan, Session};
 use crate::ir::{Block, Kind, Role, plain_value};
 use crate::plan::{Action, Verdict};
 use crate::tokens::Tokenizer;
-
-/// The cost model of a provider prompt cache, and when a compaction step is worth it.
-///
-/// ```
-/// let m = ctxgc_core::session::CacheModel::default();
-/// assert_eq!((m.read_multiplier, m.write_multiplier), (0.1, 1.25));
-/// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CacheModel {
-    /// Price of a cached input token relative to a fresh one.
-    pub read_multiplier: f64,
-    /// Price of a token written to the cache relative to a fresh one.
-    pub write_multiplier: f64,
-    /// The fewest remaining requests a step is assumed to serve.
-    pub min_expected_turns: f64,
-    /// The fewest tokens a step must reclaim.
-    pub min_reclaim_tokens: usize,
-    /// The tokenizer that counts.
-    pub tokenizer: Tokenizer,
-}
-
-impl Default for CacheModel {
-    fn default() -> Self {
-        CacheModel {
-            read_multiplier: 0.1,
-            write_multiplier: 1.25,
-            min_expected_turns: 4.0,
-            min_reclaim_tokens: 1024,
-            tokenizer: Tokenizer::default(),
-        }
-    }
-}
 
 /// One compaction step, as reported.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -545,10 +514,7 @@ impl Session {
         // before the first non-system message: the step changes the prompt from there.
         let moves_register = (cache.deferred_state.last()).is_some_and(|&i| i >= cache.boundary);
         let first = if moves_register {
-            first.min(crate::render::messages::register_position(
-                &self.items,
-                None,
-            ))
+            first.min(crate::chat::register::register_position(&self.items, None))
         } else {
             first
         };
