@@ -210,7 +210,7 @@ def _provider_of(client: Any) -> str | None:
 
 def wrap(
     client: Any,
-    preset: str = "default",
+    preset: str = "cache-stable",
     *,
     on_compile: Callable[[dict[str, Any]], None] | None = None,
     **options: Any,
@@ -226,12 +226,16 @@ def wrap(
     ``on_compile(telemetry)`` is called after each compile. Each conversation stays
     compiled between requests (a :class:`ctxgc.Chat` per history, up to
     ``LIVE_CONVERSATIONS``), so a request costs what its history added; its telemetry holds
-    the counts and retired turns (``Chat.report()`` has the decisions).
+    the counts and retired turns (``Chat.report()`` has the decisions). As the gateway does,
+    it compiles ``cache-stable`` unless ``preset`` says otherwise: what was sent stays a
+    byte-identical prefix of the next request, and history is compacted only in steps that
+    pay for themselves under the provider's prompt cache, so turning it on never makes a
+    request's history cost more; ``preset="default"`` takes every decision at once.
 
     Example::
 
         import openai, ctxgc
-        client = ctxgc.wrap(openai.OpenAI(), preset="cache-stable")
+        client = ctxgc.wrap(openai.OpenAI())
         reply = client.chat.completions.create(model="gpt-4o-mini", messages=history)
         print(client.last_telemetry["tokens_saved"])
     """

@@ -45,7 +45,7 @@ def test_openai_sync_create_sends_the_compiled_history(provider):
     history = copy.deepcopy(AIRLINE)
     reply = client.chat.completions.create(model="gpt-4o-mini", messages=history)
     assert reply.choices[0].message.content == REPLY
-    expected, telemetry = ctxgc.compile_messages(AIRLINE, format="openai-chat")
+    expected, telemetry = ctxgc.compile_messages(AIRLINE, "cache-stable", format="openai-chat")
     assert provider.requests[-1]["body"]["messages"] == expected
     assert provider.requests[-1]["body"]["model"] == "gpt-4o-mini"
     # The conversation is kept compiled (a ctxgc.Chat): its telemetry holds the counts and
@@ -70,12 +70,13 @@ def test_openai_sync_streaming(provider):
     assert text == REPLY
     sent = provider.requests[-1]["body"]
     assert sent["stream"] is True
-    assert sent["messages"] == ctxgc.compile_messages(TOOL_CHAT, format="openai-chat")[0]
+    assert sent["messages"] == ctxgc.compile_messages(TOOL_CHAT, "cache-stable", format="openai-chat")[0]
     assert sent["messages"] != TOOL_CHAT
 
 
 def test_openai_stream_helper(provider):
-    client = ctxgc.wrap(openai_client(provider))
+    # The default preset takes every decision at once, so the register is there at once.
+    client = ctxgc.wrap(openai_client(provider), preset="default")
     with client.chat.completions.stream(model="m", messages=AIRLINE) as stream:
         final = stream.get_final_completion()
     assert final.choices[0].message.content == REPLY
@@ -95,8 +96,8 @@ def test_openai_async_create_and_stream(provider):
     reply, streamed = asyncio.run(main())
     assert reply.choices[0].message.content == REPLY and streamed == REPLY
     bodies = [r["body"] for r in provider.requests]
-    assert bodies[0]["messages"] == ctxgc.compile_messages(AIRLINE, format="openai-chat")[0]
-    assert bodies[1]["messages"] == ctxgc.compile_messages(TOOL_CHAT, format="openai-chat")[0]
+    assert bodies[0]["messages"] == ctxgc.compile_messages(AIRLINE, "cache-stable", format="openai-chat")[0]
+    assert bodies[1]["messages"] == ctxgc.compile_messages(TOOL_CHAT, "cache-stable", format="openai-chat")[0]
 
 
 def test_openai_responses_input_is_compiled(provider):
@@ -110,13 +111,13 @@ def test_openai_responses_input_is_compiled(provider):
     reply = client.responses.create(model="m", input=items)
     assert reply.output_text == REPLY
     sent = provider.requests[-1]["body"]["input"]
-    assert sent == ctxgc.compile_messages(items, format="responses")[0]
+    assert sent == ctxgc.compile_messages(items, "cache-stable", format="responses")[0]
     assert sent[3]["output"] != items[3]["output"]  # the bulky JSON output was compacted
     assert client.last_telemetry["format"] == "responses"
 
 
 def test_anthropic_sync_create_puts_the_register_in_the_system_prompt(provider):
-    client = ctxgc.wrap(anthropic_client(provider))
+    client = ctxgc.wrap(anthropic_client(provider), preset="default")
     reply = client.messages.create(model="claude-x", max_tokens=100, system="You book tables.", messages=ANTHROPIC)
     assert reply.content[0].text == REPLY
     body = provider.requests[-1]["body"]
@@ -139,11 +140,11 @@ def test_anthropic_streaming(provider):
     events = [event.type for event in stream]
     assert events[0] == "message_start" and events[-1] == "message_stop"
     for request in provider.requests:
-        assert request["body"]["messages"] == ctxgc.compile_messages(ANTHROPIC, format="anthropic")[0]
+        assert request["body"]["messages"] == ctxgc.compile_messages(ANTHROPIC, "cache-stable", format="anthropic")[0]
 
 
 def test_anthropic_async_create_and_stream(provider):
-    client = ctxgc.wrap(anthropic_client(provider, "AsyncAnthropic"))
+    client = ctxgc.wrap(anthropic_client(provider, "AsyncAnthropic"), preset="default")
 
     async def main():
         reply = await client.messages.create(model="c", max_tokens=10, messages=ANTHROPIC)
@@ -166,6 +167,27 @@ def test_wrap_checks_what_it_is_given():
         ctxgc.wrap(openai.OpenAI(api_key="k"), preset="tiny")
 
 
+def test_a_wrapped_loop_compiles_cache_stable_unless_told_otherwise(provider):
+    """A wrapped client serves a loop, as the gateway does: by default what it sent stays a
+    byte-identical prefix of the next request; preset="default" takes every decision at once."""
+    client = ctxgc.wrap(openai_client(provider))
+    history = []
+    sent = []
+    for message in AIRLINE:
+        history.append(message)
+        client.chat.completions.create(model="m", messages=history)
+        sent.append(provider.requests[-1]["body"]["messages"])
+    for earlier, later in zip(sent, sent[1:]):
+        assert later[: len(earlier)] == earlier
+    assert sent[-1] == ctxgc.compile_messages(AIRLINE, "cache-stable")[0]
+    # No step yet: the declared state is still where the agent wrote it, in view.
+    assert "<contextgc-state>" in json.dumps(sent[-1])
+    assert "[ACTIVE_AGENT_STATE]" not in json.dumps(sent[-1])
+    eager = ctxgc.wrap(openai_client(provider), preset="default")
+    eager.chat.completions.create(model="m", messages=AIRLINE)
+    assert provider.requests[-1]["body"]["messages"] == ctxgc.compile_messages(AIRLINE)[0]
+
+
 def test_a_growing_conversation_sends_what_a_whole_compile_gives_at_every_request(provider):
     """The loop a wrapped client serves: one history appended to and sent again, twice over
     (two conversations interleaved), each request as compile_messages would compile it."""
@@ -175,9 +197,9 @@ def test_a_growing_conversation_sends_what_a_whole_compile_gives_at_every_reques
         for history, source in ((first, TOOL_CHAT), (second, AIRLINE[: len(TOOL_CHAT)])):
             history.append(source[n])
             client.chat.completions.create(model="m", messages=history)
-            assert provider.requests[-1]["body"]["messages"] == ctxgc.compile_messages(history)[0]
+            assert provider.requests[-1]["body"]["messages"] == ctxgc.compile_messages(history, "cache-stable")[0]
     # An edited history is compiled afresh.
     edited = copy.deepcopy(first)
     edited[1] = dict(edited[1], content="Something else entirely.")
     client.chat.completions.create(model="m", messages=edited)
-    assert provider.requests[-1]["body"]["messages"] == ctxgc.compile_messages(edited)[0]
+    assert provider.requests[-1]["body"]["messages"] == ctxgc.compile_messages(edited, "cache-stable")[0]
