@@ -151,6 +151,26 @@ pub enum Kind {
     },
 }
 
+impl Kind {
+    /// True for the agent's own output (an assistant message, a tool call, a decision): what
+    /// answers a request rather than what the next request carries.
+    ///
+    /// ```
+    /// use ctxgc_core::ir::{Kind, Message, Role};
+    /// let said = |role| Kind::Message(Message { role, blocks: Vec::new() });
+    /// assert!(said(Role::Assistant).is_agent_turn());
+    /// assert!(!said(Role::User).is_agent_turn());
+    /// ```
+    pub fn is_agent_turn(&self) -> bool {
+        match self {
+            Kind::Message(m) => m.role == Role::Assistant,
+            Kind::ToolCall(_) => true,
+            Kind::Note { note, .. } => *note == NoteKind::Decision,
+            _ => false,
+        }
+    }
+}
+
 /// decision, requirement or constraint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -45,7 +45,7 @@ use serde::{Deserialize, Serialize};
 
 use super::cache_model::CacheModel;
 use super::{ItemPlan, Session};
-use crate::ir::{Block, Kind, Role, plain_value};
+use crate::ir::{Block, Kind, plain_value};
 use crate::plan::{Action, Verdict};
 use crate::tokens::Tokenizer;
 
@@ -210,16 +210,10 @@ impl CacheState {
     }
 }
 
-/// True when item `kind` is the agent's own output (an assistant message, a tool call, a
-/// decision): no request is sent right after it, so no compaction step is considered there, and
-/// it counts as a turn the session has lasted.
+/// True when item `kind` is the agent's own output: no request is sent right after it, so no
+/// compaction step is considered there, and it counts as a turn the session has lasted.
 fn is_agent_turn(kind: &Kind) -> bool {
-    match kind {
-        Kind::Message(m) => m.role == Role::Assistant,
-        Kind::ToolCall(_) => true,
-        Kind::Note { note, .. } => *note == crate::ir::NoteKind::Decision,
-        _ => false,
-    }
+    kind.is_agent_turn()
 }
 
 /// The text of one block as the model reads it, with a rewrite substituted.
