@@ -13,9 +13,10 @@
 //! An append that would change what earlier messages are — a provider id that an earlier
 //! message already has (ids are then reassigned), or, when the format was detected rather
 //! than given, a message that shows another format — is refused with [`Error::Usage`]; the
-//! caller compiles the whole transcript instead. Under cache-stable compilation (every preset
-//! but `aggressive`) a compaction step is priced after each item, whether the items come one
-//! by one or all at once, so the live session and the whole transcript take the same steps.
+//! caller compiles the whole transcript instead. Under cache-stable compilation
+//! (`--preset cache-stable`, the gateway's and Python `wrap()`'s default) a compaction step is
+//! priced after each item, whether the items come one by one or all at once, so the live
+//! session and the whole transcript take the same steps.
 //!
 //! ```
 //! use ctxgc_core::chat::live::LiveChat;
@@ -38,7 +39,7 @@ use crate::chat::compile::payload_tokens;
 use crate::chat::compile::{ChatInput, lower_chat_input, session_of};
 use crate::chat::lowering::{ChatDoc, ResultCheck, lower_unchecked, provider_id};
 use crate::chat::register;
-use crate::chat::state::Ledger;
+use crate::chat::state::{Ledger, StateConfig};
 use crate::compile::Options;
 use crate::error::{Diagnostic, Error};
 use crate::formats::Format;
@@ -65,6 +66,8 @@ pub struct LiveChat {
     /// Cache-stable mode: the register sits in the cached prefix, so it shows the state as of
     /// the last compaction step: the items it covers and its text (rebuilt at each step).
     stable_register: Option<(usize, Option<String>)>,
+    /// How declarations are read (what the register is rebuilt with at a step).
+    state: StateConfig,
     results: ResultCheck,
     /// Every provider id seen, unique or not (ids `m<i>` never take one).
     provider_ids: HashSet<String>,
@@ -144,7 +147,7 @@ impl LiveChat {
         let ledger = Ledger::build(config.state.clone(), &items);
         let stable_register = session
             .cache_boundary()
-            .map(|b| (b, stable_register_of(&config, &items[..b])));
+            .map(|b| (b, stable_register_of(&config.state, &items[..b])));
         let mut results = ResultCheck::new(doc.format);
         for (i, item) in items.iter().enumerate() {
             // The document lowered, so it breaks no rule here.
@@ -168,6 +171,7 @@ impl LiveChat {
             session,
             ledger,
             stable_register,
+            state: config.state,
             results,
             provider_ids,
             messages,
@@ -242,8 +246,7 @@ impl LiveChat {
                 .as_ref()
                 .is_none_or(|(b, _)| *b != boundary)
         {
-            let config = ChatConfig::resolve(&self.options.chat, self.options.tokenizer);
-            let text = stable_register_of(&config, &self.session.items()[..boundary]);
+            let text = stable_register_of(&self.state, &self.session.items()[..boundary]);
             self.stable_register = Some((boundary, text));
         }
         Ok(index)
@@ -414,6 +417,6 @@ impl LiveChat {
 }
 
 /// The register of the items a compaction step covers (cache-stable mode).
-fn stable_register_of(config: &ChatConfig, items: &[crate::ir::Item]) -> Option<String> {
-    register::render(&Ledger::build(config.state.clone(), items).facts())
+fn stable_register_of(state: &StateConfig, items: &[crate::ir::Item]) -> Option<String> {
+    register::render(&Ledger::build(state.clone(), items).facts())
 }

@@ -88,10 +88,10 @@ pub(super) struct CacheState {
     /// plan is still the one decided on arrival). Absent from snapshots written before it.
     #[serde(default)]
     changed_at_step: Vec<Option<usize>>,
-    /// Items whose state block stayed in the message on arrival, in order: a step that moves
-    /// one into the register rewrites the register, at the head of the cached prefix.
+    /// The last item whose state block stayed in its message on arrival: a step that covers it
+    /// moves the block into the register, which it rewrites at the head of the cached prefix.
     #[serde(default)]
-    deferred_state: Vec<usize>,
+    last_deferred_state: Option<usize>,
     /// What pricing a step keeps between check points. Not stored: rebuilt at the first check
     /// point after loading.
     #[serde(skip)]
@@ -196,7 +196,7 @@ impl CacheState {
             sent: 0,
             steps: Vec::new(),
             changed_at_step: Vec::new(),
-            deferred_state: Vec::new(),
+            last_deferred_state: None,
             tracker: None,
         }
     }
@@ -208,12 +208,6 @@ impl CacheState {
             self.arrival.get(i)
         }
     }
-}
-
-/// True when item `kind` is the agent's own output: no request is sent right after it, so no
-/// compaction step is considered there, and it counts as a turn the session has lasted.
-fn is_agent_turn(kind: &Kind) -> bool {
-    kind.is_agent_turn()
 }
 
 /// The text of one block as the model reads it, with a rewrite substituted.
@@ -356,17 +350,17 @@ impl Session {
             };
             let kept = self.kept_cost(i, tok);
             let (arrival, defers_state) = self.arrival_plan(i, kept, tok);
-            let is_assistant = is_agent_turn(&self.items[i].kind);
+            let is_assistant = self.items[i].kind.is_agent_turn();
             // An agent turn right after a check point is the answer to a request that held
             // every item before it.
-            let answers_request = is_assistant && i > 0 && !is_agent_turn(&self.items[i - 1].kind);
+            let answers_request = is_assistant && i > 0 && !self.items[i - 1].kind.is_agent_turn();
             if let Some(cache) = self.cache.as_mut() {
                 if answers_request {
                     cache.sent = i;
                 }
                 cache.arrival.push(arrival);
                 if defers_state {
-                    cache.deferred_state.push(i);
+                    cache.last_deferred_state = Some(i);
                 }
                 cache.cost_kept.push(kept);
                 if is_assistant {
@@ -506,7 +500,9 @@ impl Session {
         let (&first, _) = tracker.differs.first_key_value()?;
         // Moving a deferred state block into the register rewrites the register, which sits
         // before the first non-system message: the step changes the prompt from there.
-        let moves_register = (cache.deferred_state.last()).is_some_and(|&i| i >= cache.boundary);
+        let moves_register = cache
+            .last_deferred_state
+            .is_some_and(|i| i >= cache.boundary);
         let first = if moves_register {
             first.min(crate::chat::register::register_position(&self.items, None))
         } else {
