@@ -296,13 +296,14 @@ fn replay_strategy(
     let mut survival = Survival::default();
     let mut replayer = Replayer::default();
     let mut request_ms = 0.0;
+    let mut run = strategy.run(input);
     for (k, &t) in input.turns.iter().enumerate() {
         if t == 0 {
             continue; // nothing before it: no request carries history
         }
         let start = Instant::now();
-        let context = strategy
-            .compact(Prefix { input, len: t })
+        let context = run
+            .context(t)
             .map_err(|e| format!("before turn {t} ({}): {e}", input.conversation.items[t].id))?;
         request_ms += millis(start, config.timing);
         let recalled = check_turn(input, k, &context, values, &mut survival, config.explain);

@@ -10,11 +10,14 @@
 //!   same front-end; a retired or rewritten item is recoverable when the output names its id
 //!   (the model can only redeem a receipt it can see).
 
+use ctxgc_core::chat::live::LiveChat;
+use ctxgc_core::compile::receipts_for;
 use ctxgc_core::frontend::lower_conversations;
-use ctxgc_core::{Action, Format, Options};
+use ctxgc_core::{Action, Decision, Format, Options, Receipt};
 
 use crate::context::{Context, Segment, SegmentKind, id_words};
-use crate::strategy::{Params, Prefix, SpecError, Strategy, StrategyError};
+use crate::prepare::Prepared;
+use crate::strategy::{Params, Prefix, PrefixRun, SpecError, Strategy, StrategyError};
 
 /// The recall tool the `-recall` and `-projection` strategies offer (the gateway's name).
 pub const RECALL_TOOL: &str = "ctxgc_recall";
@@ -129,49 +132,149 @@ impl Strategy for Ctxgc {
 
     fn compact(&self, prefix: Prefix<'_>) -> Result<Context, StrategyError> {
         let input = prefix.input;
+        let options = self.options(input);
+        let text = input.prefix_json(prefix.len);
+        let compiled = ctxgc_core::compile(&text, &options)
+            .map_err(|e| StrategyError(format!("compile: {e}")))?;
+        context_of(
+            input,
+            &options,
+            compiled.format,
+            &compiled.output,
+            &compiled.decisions,
+            &compiled.receipts,
+        )
+    }
+
+    /// A chat is kept in a [`LiveChat`] between requests, as the gateway and Python's
+    /// `Chat` keep one, so each request compiles only what was appended (the live session
+    /// decides exactly as a whole compile of the prefix). Other inputs, and a chat the live
+    /// session refuses, are compiled prefix by prefix.
+    fn run<'a>(&'a self, input: &'a Prepared) -> Box<dyn PrefixRun + 'a> {
+        Box::new(LiveRun {
+            strategy: self,
+            input,
+            options: self.options(input),
+            live: None,
+            fed: 0,
+            whole_compiles: !input.conversation.format.wire().is_chat(),
+        })
+    }
+}
+
+impl Ctxgc {
+    /// The options a prefix of `input` is compiled with.
+    fn options(&self, input: &Prepared) -> Options {
         let mut options = input.options.clone();
         options.from = Some(input.conversation.format);
         (self.configure)(&mut options);
         if self.projection {
             options.projection = input.projection.clone();
         }
-        let text = input.prefix_json(prefix.len);
-        let compiled = ctxgc_core::compile(&text, &options)
-            .map_err(|e| StrategyError(format!("compile: {e}")))?;
-        let items_kept = compiled
-            .decisions
-            .iter()
-            .filter(|d| d.action != Action::Retire)
-            .filter(|d| input.index_of.get(&d.id).is_none_or(|&i| input.rendered(i)))
-            .count();
-        let chat = compiled.format.wire().is_chat();
-        let mut context = if chat {
-            message_context(compiled.format, &compiled.output)?
-        } else {
-            event_context(input, &compiled.output)
-        };
-        context.items_kept = items_kept;
-        // Recoverable: items the compiler holds a receipt for, named where the model can see.
-        let named = if chat {
-            compiled.output.clone()
-        } else {
-            context
-                .segments
-                .iter()
-                .filter(|s| s.kind == SegmentKind::Stub)
-                .map(|s| s.text.as_str())
-                .collect::<String>()
-        };
-        let words = id_words(&named);
-        context.recall_offered = options.chat.expand_tool.is_some();
-        context.recoverable = compiled
-            .receipts
-            .iter()
-            .filter(|r| words.contains(r.id.as_str()))
-            .map(|r| r.id.clone())
-            .collect();
-        Ok(context)
+        options
     }
+}
+
+/// [`Ctxgc`]'s run over one conversation: a live chat fed message by message.
+struct LiveRun<'a> {
+    strategy: &'a Ctxgc,
+    input: &'a Prepared,
+    options: Options,
+    live: Option<LiveChat>,
+    /// Items given to `live` so far.
+    fed: usize,
+    /// Set for inputs that are not chats, and once the live session refused an item.
+    whole_compiles: bool,
+}
+
+impl LiveRun<'_> {
+    /// Brings the live chat up to the first `len` items, or drops it where it cannot hold them.
+    fn feed(&mut self, len: usize) {
+        let input = self.input;
+        match &mut self.live {
+            None => self.live = LiveChat::new(&input.prefix_json(len), &self.options).ok(),
+            Some(live) => {
+                for item in &input.conversation.items[self.fed..len] {
+                    if live.append(&item.raw).is_err() {
+                        self.live = None;
+                        break;
+                    }
+                }
+            }
+        }
+        self.fed = len;
+    }
+}
+
+impl PrefixRun for LiveRun<'_> {
+    fn context(&mut self, len: usize) -> Result<Context, StrategyError> {
+        let (strategy, input) = (self.strategy, self.input);
+        if self.whole_compiles {
+            return strategy.compact(Prefix { input, len });
+        }
+        self.feed(len);
+        let Some(live) = &self.live else {
+            self.whole_compiles = true;
+            return strategy.compact(Prefix { input, len });
+        };
+        let rendered = live
+            .render()
+            .map_err(|e| StrategyError(format!("render: {e}")))?;
+        let session = live.session();
+        let decisions = session.decisions();
+        let receipts = receipts_for(session.items(), &decisions);
+        context_of(
+            input,
+            &self.options,
+            live.format(),
+            &rendered.text,
+            &decisions,
+            &receipts,
+        )
+    }
+}
+
+/// What a compile of `input`'s prefix sends, read back from its output, decisions and
+/// receipts.
+fn context_of(
+    input: &Prepared,
+    options: &Options,
+    format: Format,
+    output: &str,
+    decisions: &[Decision],
+    receipts: &[Receipt],
+) -> Result<Context, StrategyError> {
+    let items_kept = decisions
+        .iter()
+        .filter(|d| d.action != Action::Retire)
+        .filter(|d| input.index_of.get(&d.id).is_none_or(|&i| input.rendered(i)))
+        .count();
+    let chat = format.wire().is_chat();
+    let mut context = if chat {
+        message_context(format, output)?
+    } else {
+        event_context(input, output)
+    };
+    context.items_kept = items_kept;
+    // Recoverable: items the compiler holds a receipt for, named where the model can see.
+    let named = if chat {
+        output.to_owned()
+    } else {
+        context
+            .segments
+            .iter()
+            .filter(|s| s.kind == SegmentKind::Stub)
+            .map(|s| s.text.as_str())
+            .collect::<String>()
+    };
+    let words = id_words(&named);
+    context.recall_offered = options.chat.expand_tool.is_some();
+    context.recoverable = receipts
+        .iter()
+        .filter(|r| words.contains(r.id.as_str()))
+        .map(|r| r.id.clone())
+        .collect();
+    Ok(context)
 }
 
 /// Splits compiled prompt text into its blocks (a block starts at a line beginning with `[`;

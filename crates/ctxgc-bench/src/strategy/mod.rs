@@ -66,6 +66,38 @@ pub trait Strategy: Send + Sync {
     fn wants_projection(&self) -> bool {
         false
     }
+    /// A run over one conversation, asked for its prefixes in order of growing length: what a
+    /// replay calls before each agent turn. By default each prefix is compacted on its own
+    /// ([`Strategy::compact`]); a strategy that keeps a session between requests, as the
+    /// surfaces a user runs in a loop do, feeds it only what was appended.
+    fn run<'a>(&'a self, input: &'a Prepared) -> Box<dyn PrefixRun + 'a> {
+        Box::new(EachPrefix {
+            strategy: self,
+            input,
+        })
+    }
+}
+
+/// A strategy's run over one conversation ([`Strategy::run`]).
+pub trait PrefixRun {
+    /// What the strategy sends for the first `len` items; `len` never shrinks from one call
+    /// to the next.
+    fn context(&mut self, len: usize) -> Result<Context, StrategyError>;
+}
+
+/// The run that compacts each prefix on its own.
+struct EachPrefix<'a, S: ?Sized> {
+    strategy: &'a S,
+    input: &'a Prepared,
+}
+
+impl<S: Strategy + ?Sized> PrefixRun for EachPrefix<'_, S> {
+    fn context(&mut self, len: usize) -> Result<Context, StrategyError> {
+        self.strategy.compact(Prefix {
+            input: self.input,
+            len,
+        })
+    }
 }
 
 /// Settings strategies share, given on the command line.

@@ -13,13 +13,15 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::chat::lowering::{ChatDoc, lower_document};
-use crate::chat::state::{Ledger, StateEvent, Status, orphans};
-use crate::chat::{ChatConfig, Preset, register, role_name};
+use crate::chat::state::{Ledger, orphans};
+use crate::chat::{ChatConfig, register, role_name};
+pub use crate::compile::report::{
+    ChatReport, OrphanCheck, PayloadTokens, RecordCompiled, RegisterEntry, Validation,
+};
 use crate::compile::{Compiled, Detail, Options, receipts_for};
 use crate::error::Error;
 use crate::formats::Format;
@@ -28,114 +30,11 @@ use crate::formats::detect::chat_format_of_text;
 use crate::formats::records::{Record, lower_records};
 use crate::ir::Kind;
 use crate::passes::chat_pipeline_with;
-use crate::plan::{Action, Reason};
+use crate::plan::Action;
 use crate::render::messages::{self, RenderedChat, Source};
 use crate::session::Session;
 use crate::tokens::Tokenizer;
 use crate::validate::{Violation, validate};
-
-/// One live fact of the register, with its provenance.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RegisterEntry {
-    /// The key.
-    pub key: String,
-    /// The value.
-    pub value: Value,
-    /// declared, pinned or unsure.
-    pub status: Status,
-    /// The id of the message that supports it (or the provenance an earlier register gave).
-    pub support: String,
-    /// True when carried over from a register in the input.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub carried: bool,
-    /// Schema problems it was accepted with.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub flags: Vec<String>,
-}
-
-/// The orphan check: no live fact without a supporting turn that is still sent.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct OrphanCheck {
-    /// True when every live fact is supported.
-    pub ok: bool,
-    /// Keys whose supporting turn was retired.
-    pub orphaned: Vec<String>,
-    /// Turns kept because they are the only support of a live fact although another of their
-    /// facts was superseded: `(turn id, keys it still supports)`.
-    pub still_required: Vec<(String, Vec<String>)>,
-}
-
-/// Tokens of one payload (message), before and after.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PayloadTokens {
-    /// The item's id.
-    pub id: String,
-    /// Its role.
-    pub role: &'static str,
-    /// keep, retire or rewrite.
-    pub action: Action,
-    /// Why, when not kept.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<Reason>,
-    /// Tokens as given.
-    pub before: usize,
-    /// Tokens as sent (0 when retired).
-    pub after: usize,
-    /// For a tool output sent as it was: why nothing was done to it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub untouched: Option<&'static str>,
-}
-
-/// Structural validation of the output against its API's rules.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Validation {
-    /// True when the output breaks no rule the input did not already break.
-    pub ok: bool,
-    /// Violations of the output that the input did not have (always empty unless ctxgc has a
-    /// defect).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub new_violations: Vec<Violation>,
-    /// Violations the input already had (an unanswered call at the end, calls on user
-    /// messages, ...), kept as they were.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub input_violations: Vec<Violation>,
-}
-
-/// What a chat compile reports beyond the decisions.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ChatReport {
-    /// The preset used.
-    pub preset: Preset,
-    /// The input's format (the output's is [`Compiled::format`]).
-    pub input_format: Format,
-    /// The register: live facts with provenance.
-    pub register: Vec<RegisterEntry>,
-    /// Tokens of the register block.
-    pub register_tokens: usize,
-    /// Declarations rejected, untrusted, malformed, flagged or capped.
-    pub declarations: Vec<StateEvent>,
-    /// The orphan check.
-    pub orphan_check: OrphanCheck,
-    /// Tokens per payload.
-    pub payloads: Vec<PayloadTokens>,
-    /// Structural validation of the output.
-    pub validation: Validation,
-    /// Cache-stable mode: every compaction step taken, with what it saved and invalidated.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub compaction_steps: Option<Vec<crate::session::CompactionStep>>,
-}
-
-/// A compiled record of a JSONL input.
-#[derive(Debug, Clone, Serialize)]
-pub struct RecordCompiled {
-    /// The record's id.
-    pub id: String,
-    /// Its line in the input.
-    pub line: usize,
-    /// The compiled record (`output` is the record with its messages compiled).
-    #[serde(flatten)]
-    pub compiled: Compiled,
-}
 
 /// A chat input: one document, or records one per line.
 #[derive(Debug, Clone)]

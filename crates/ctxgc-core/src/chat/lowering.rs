@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 
 use crate::error::{Diagnostic, Error};
 use crate::formats::key::Format;
-use crate::frontend::{Layout, RawItem, split_items};
+use crate::frontend::split::{Layout, RawItem, split_items};
 use crate::ir::{Item, Kind};
 
 /// How the items sat in the input, so the output can be written the same way.

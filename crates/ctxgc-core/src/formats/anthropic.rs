@@ -27,8 +27,8 @@ use crate::chat::lowering::{ChatDoc, Envelope};
 use crate::chat::lowering::{Problems, StringOrList, assign_ids, chat_item, parse_item, type_name};
 use crate::error::{Diagnostic, Error};
 use crate::formats::protocol::{StreamRound, ToolCallMade, event_json};
-use crate::formats::set_output_text;
-use crate::frontend::RawItem;
+use crate::formats::wire::set_output_text;
+use crate::frontend::split::RawItem;
 use crate::ir::{Block, Call, Item, Kind, Message, Role, ToolOutput};
 use crate::plan::BlockRewrite;
 use crate::render::messages::{
@@ -329,7 +329,7 @@ pub fn render_system(
     register: Option<&str>,
 ) -> Result<Option<String>, Error> {
     let mut system = match system_item {
-        Some(s) => item_json(crate::formats::Format::Anthropic, session, s, true)?,
+        Some(s) => item_json(crate::formats::key::Format::Anthropic, session, s, true)?,
         None => None,
     };
     if let Some(r) = register {
@@ -367,7 +367,7 @@ pub(crate) fn render_document(
         if Some(i) == doc.system_item {
             continue;
         }
-        if let Some(json) = item_json(crate::formats::Format::Anthropic, session, i, false)? {
+        if let Some(json) = item_json(crate::formats::key::Format::Anthropic, session, i, false)? {
             list.push(OutputMessage {
                 source: Source::Item(i),
                 json,
@@ -428,11 +428,11 @@ const BLOCK_TYPES: [&str; 4] = ["tool_use", "tool_result", "thinking", "redacted
 #[derive(Debug, Clone, Copy)]
 pub struct Anthropic;
 
-impl crate::formats::WireFormat for Anthropic {
+impl crate::formats::wire::WireFormat for Anthropic {
     chat_driver!();
 
-    fn format(&self) -> crate::formats::Format {
-        crate::formats::Format::Anthropic
+    fn format(&self) -> crate::formats::key::Format {
+        crate::formats::key::Format::Anthropic
     }
 
     fn name(&self) -> &'static str {
@@ -457,12 +457,12 @@ impl crate::formats::WireFormat for Anthropic {
     /// `{"system": ..., "messages": [...]}`.
     fn claims_object(
         &self,
-        object: &dyn crate::formats::detect::ObjectShape,
-    ) -> Option<crate::formats::detect::ObjectClaim> {
-        use crate::formats::detect::{Member, ObjectClaim};
+        object: &dyn crate::formats::shape::ObjectShape,
+    ) -> Option<crate::formats::shape::ObjectClaim> {
+        use crate::formats::shape::{Member, ObjectClaim};
         (object.member("messages") == Some(Member::List) && object.member("system").is_some())
             .then_some(ObjectClaim {
-                layout: crate::frontend::Layout::Wrapped("messages"),
+                layout: crate::frontend::split::Layout::Wrapped("messages"),
                 by_first_item: false,
             })
     }

@@ -12,20 +12,16 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 use crate::error::{Diagnostic, Error};
-use crate::formats::Format;
-use crate::frontend::{Layout, RawItem, detect, detect_and_split_unchecked};
+use crate::formats::key::Format;
+use crate::frontend::split::{Layout, RawItem};
+use crate::frontend::{detect, detect_and_split_unchecked};
 use crate::ir::{
     Call, Item, Kind, NoteKind, RetainUntil, Retention, Run, RunKind, ToolOutput,
     write_canonical_entries,
 };
 use crate::unique_keys::Members;
 
-/// Options of the event front-end.
-#[derive(Debug, Clone, Default)]
-pub struct EventOptions {
-    /// Let events of unknown types through as opaque items (never pruned) instead of failing.
-    pub allow_unknown_types: bool,
-}
+pub use crate::compile::options::EventOptions;
 
 /// Fields every event may carry, not part of any type's own schema.
 const COMMON: [&str; 7] = [
@@ -637,13 +633,13 @@ pub const EVENT_TYPES: [&str; 18] = [
 #[derive(Debug, Clone, Copy)]
 pub struct Events;
 
-impl crate::formats::WireFormat for Events {
-    fn format(&self) -> crate::formats::Format {
-        crate::formats::Format::Events
+impl crate::formats::wire::WireFormat for Events {
+    fn format(&self) -> crate::formats::key::Format {
+        crate::formats::key::Format::Events
     }
 
-    fn family(&self) -> crate::formats::Family {
-        crate::formats::Family::Events
+    fn family(&self) -> crate::formats::wire::Family {
+        crate::formats::wire::Family::Events
     }
 
     fn name(&self) -> &'static str {
@@ -659,9 +655,9 @@ impl crate::formats::WireFormat for Events {
     /// `{"events": [...]}`, or one event on its own (an object with a `type`).
     fn claims_object(
         &self,
-        object: &dyn crate::formats::detect::ObjectShape,
-    ) -> Option<crate::formats::detect::ObjectClaim> {
-        use crate::formats::detect::{Member, ObjectClaim};
+        object: &dyn crate::formats::shape::ObjectShape,
+    ) -> Option<crate::formats::shape::ObjectClaim> {
+        use crate::formats::shape::{Member, ObjectClaim};
         let layout = if object.member("events") == Some(Member::List) {
             Layout::Wrapped("events")
         } else if object.member("type").is_some() {
@@ -678,11 +674,11 @@ impl crate::formats::WireFormat for Events {
     fn lower<'a>(
         &self,
         text: &'a str,
-        options: &crate::compile::Options,
-    ) -> Result<Vec<crate::formats::Lowered<'a>>, Error> {
+        options: &crate::compile::options::Options,
+    ) -> Result<Vec<crate::formats::wire::Lowered<'a>>, Error> {
         let items = lower_events(text, &options.events)?;
-        Ok(vec![crate::formats::Lowered::bare(
-            crate::formats::Format::Events,
+        Ok(vec![crate::formats::wire::Lowered::bare(
+            crate::formats::key::Format::Events,
             text,
             items,
         )])
@@ -694,27 +690,31 @@ impl crate::formats::WireFormat for Events {
         text: &'a str,
         raw: &[RawItem<'_>],
         validated: bool,
-        options: &crate::compile::Options,
-    ) -> Option<Result<crate::formats::Lowered<'a>, Error>> {
+        options: &crate::compile::options::Options,
+    ) -> Option<Result<crate::formats::wire::Lowered<'a>, Error>> {
         Some(
             lower_raw_events(raw, &options.events)
                 .map_err(|e| crate::frontend::broken_document_first(text, validated, e))
                 .map(|items| {
-                    crate::formats::Lowered::bare(crate::formats::Format::Events, text, items)
+                    crate::formats::wire::Lowered::bare(
+                        crate::formats::key::Format::Events,
+                        text,
+                        items,
+                    )
                 }),
         )
     }
 
-    fn session(&self, options: &crate::compile::Options) -> crate::session::Session {
-        crate::compile::event_session_template(options)
+    fn session(&self, options: &crate::compile::options::Options) -> crate::session::Session {
+        crate::compile::options::event_session_template(options)
     }
 
     fn report(
         &self,
-        _lowered: &crate::formats::Lowered<'_>,
+        _lowered: &crate::formats::wire::Lowered<'_>,
         session: &crate::session::Session,
-        options: &crate::compile::Options,
-    ) -> Result<crate::compile::Compiled, Error> {
+        options: &crate::compile::options::Options,
+    ) -> Result<crate::compile::report::Compiled, Error> {
         Ok(crate::compile::report_events_with(
             session,
             options.tokenizer,
@@ -725,9 +725,9 @@ impl crate::formats::WireFormat for Events {
 
     fn before_after(
         &self,
-        _lowered: &crate::formats::Lowered<'_>,
+        _lowered: &crate::formats::wire::Lowered<'_>,
         session: &crate::session::Session,
-        _options: &crate::compile::Options,
+        _options: &crate::compile::options::Options,
         _prefix: &str,
     ) -> Result<(String, String), Error> {
         Ok((

@@ -24,8 +24,8 @@ use serde_json::{Value, json};
 use crate::chat::lowering::{Problems, lower_each, parse_arguments, type_name};
 use crate::error::Error;
 use crate::formats::protocol::{StreamRound, ToolCallMade, arguments_of_text};
-use crate::formats::set_output_text;
-use crate::frontend::{Layout, RawItem, split_items};
+use crate::formats::wire::set_output_text;
+use crate::frontend::split::{Layout, RawItem, split_items};
 use crate::ir::{Block, Call, Item, Kind, Message, Role, ToolOutput};
 use crate::plan::BlockRewrite;
 
@@ -381,11 +381,11 @@ pub fn payload(value: &Value, out: &mut Vec<String>) {
 #[derive(Debug, Clone, Copy)]
 pub struct OpenaiChat;
 
-impl crate::formats::WireFormat for OpenaiChat {
+impl crate::formats::wire::WireFormat for OpenaiChat {
     chat_driver!();
 
-    fn format(&self) -> crate::formats::Format {
-        crate::formats::Format::OpenaiChat
+    fn format(&self) -> crate::formats::key::Format {
+        crate::formats::key::Format::OpenaiChat
     }
 
     fn name(&self) -> &'static str {
@@ -400,11 +400,11 @@ impl crate::formats::WireFormat for OpenaiChat {
     /// `{"messages": [...]}`: whose messages they are, the first one tells.
     fn claims_object(
         &self,
-        object: &dyn crate::formats::detect::ObjectShape,
-    ) -> Option<crate::formats::detect::ObjectClaim> {
-        use crate::formats::detect::{Member, ObjectClaim};
+        object: &dyn crate::formats::shape::ObjectShape,
+    ) -> Option<crate::formats::shape::ObjectClaim> {
+        use crate::formats::shape::{Member, ObjectClaim};
         (object.member("messages") == Some(Member::List)).then_some(ObjectClaim {
-            layout: crate::frontend::Layout::Wrapped("messages"),
+            layout: crate::frontend::split::Layout::Wrapped("messages"),
             by_first_item: true,
         })
     }

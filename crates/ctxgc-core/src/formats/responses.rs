@@ -28,8 +28,8 @@ use serde_json::{Value, json};
 use crate::chat::lowering::{Problems, StringOrList, chat_item, lower_each, parse_arguments};
 use crate::error::Error;
 use crate::formats::protocol::{StreamRound, ToolCallMade, arguments_of_text, event_json};
-use crate::formats::set_output_text;
-use crate::frontend::RawItem;
+use crate::formats::wire::set_output_text;
+use crate::frontend::split::RawItem;
 use crate::ir::{Block, Call, Item, Kind, Message, Role, ToolOutput};
 use crate::plan::BlockRewrite;
 
@@ -209,11 +209,11 @@ const ITEM_TYPES: [&str; 4] = [
 #[derive(Debug, Clone, Copy)]
 pub struct Responses;
 
-impl crate::formats::WireFormat for Responses {
+impl crate::formats::wire::WireFormat for Responses {
     chat_driver!();
 
-    fn format(&self) -> crate::formats::Format {
-        crate::formats::Format::Responses
+    fn format(&self) -> crate::formats::key::Format {
+        crate::formats::key::Format::Responses
     }
 
     fn name(&self) -> &'static str {
@@ -238,14 +238,14 @@ impl crate::formats::WireFormat for Responses {
     /// `{"input": [...]}` or `{"input": "..."}`, unless the object holds `messages` too.
     fn claims_object(
         &self,
-        object: &dyn crate::formats::detect::ObjectShape,
-    ) -> Option<crate::formats::detect::ObjectClaim> {
-        use crate::formats::detect::{Member, ObjectClaim};
+        object: &dyn crate::formats::shape::ObjectShape,
+    ) -> Option<crate::formats::shape::ObjectClaim> {
+        use crate::formats::shape::{Member, ObjectClaim};
         let input = object.member("input");
         (matches!(input, Some(Member::List | Member::Text))
             && object.member("messages") != Some(Member::List))
         .then_some(ObjectClaim {
-            layout: crate::frontend::Layout::Wrapped("input"),
+            layout: crate::frontend::split::Layout::Wrapped("input"),
             by_first_item: false,
         })
     }

@@ -384,18 +384,18 @@ pub struct Tracetrim;
 
 impl Tracetrim {
     fn unsupported(&self) -> Error {
-        use crate::formats::WireFormat;
+        use crate::formats::wire::WireFormat;
         Error::UnknownFormat(format!("{} input is not supported yet", self.name()))
     }
 }
 
-impl crate::formats::WireFormat for Tracetrim {
-    fn format(&self) -> crate::formats::Format {
-        crate::formats::Format::Tracetrim
+impl crate::formats::wire::WireFormat for Tracetrim {
+    fn format(&self) -> crate::formats::key::Format {
+        crate::formats::key::Format::Tracetrim
     }
 
-    fn family(&self) -> crate::formats::Family {
-        crate::formats::Family::ToolTrace
+    fn family(&self) -> crate::formats::wire::Family {
+        crate::formats::wire::Family::ToolTrace
     }
 
     fn name(&self) -> &'static str {
@@ -412,13 +412,13 @@ impl crate::formats::WireFormat for Tracetrim {
     /// A one-line trace: an object with a `kind`.
     fn claims_object(
         &self,
-        object: &dyn crate::formats::detect::ObjectShape,
-    ) -> Option<crate::formats::detect::ObjectClaim> {
+        object: &dyn crate::formats::shape::ObjectShape,
+    ) -> Option<crate::formats::shape::ObjectClaim> {
         object
             .member("kind")
             .is_some()
-            .then_some(crate::formats::detect::ObjectClaim {
-                layout: crate::frontend::Layout::Lines,
+            .then_some(crate::formats::shape::ObjectClaim {
+                layout: crate::frontend::split::Layout::Lines,
                 by_first_item: false,
             })
     }
@@ -435,34 +435,34 @@ impl crate::formats::WireFormat for Tracetrim {
     fn lower<'a>(
         &self,
         text: &'a str,
-        _options: &crate::compile::Options,
-    ) -> Result<Vec<crate::formats::Lowered<'a>>, Error> {
+        _options: &crate::compile::options::Options,
+    ) -> Result<Vec<crate::formats::wire::Lowered<'a>>, Error> {
         let items = lower_tracetrim(text)?;
-        Ok(vec![crate::formats::Lowered::bare(
-            crate::formats::Format::Tracetrim,
+        Ok(vec![crate::formats::wire::Lowered::bare(
+            crate::formats::key::Format::Tracetrim,
             text,
             items,
         )])
     }
 
-    fn session(&self, options: &crate::compile::Options) -> crate::session::Session {
-        crate::compile::event_session_template(options)
+    fn session(&self, options: &crate::compile::options::Options) -> crate::session::Session {
+        crate::compile::options::event_session_template(options)
     }
 
     fn report(
         &self,
-        _lowered: &crate::formats::Lowered<'_>,
+        _lowered: &crate::formats::wire::Lowered<'_>,
         _session: &crate::session::Session,
-        _options: &crate::compile::Options,
-    ) -> Result<crate::compile::Compiled, Error> {
+        _options: &crate::compile::options::Options,
+    ) -> Result<crate::compile::report::Compiled, Error> {
         Err(self.unsupported())
     }
 
     fn before_after(
         &self,
-        _lowered: &crate::formats::Lowered<'_>,
+        _lowered: &crate::formats::wire::Lowered<'_>,
         _session: &crate::session::Session,
-        _options: &crate::compile::Options,
+        _options: &crate::compile::options::Options,
         _prefix: &str,
     ) -> Result<(String, String), Error> {
         Err(self.unsupported())
