@@ -45,11 +45,13 @@ pub enum Reason {
     /// A record returned again, changed, by a later call (of any tool): the earlier copy is
     /// stubbed once the agent has answered the newer one, where it can be recalled.
     SupersededRecord,
+    /// A tool output older than the last few agent turns, masked behind the recall tool.
+    MaskedOutput,
 }
 
 impl Reason {
     /// Every code, in pipeline order.
-    pub const ALL: [Reason; 18] = [
+    pub const ALL: [Reason; 19] = [
         Reason::DeadBranch,
         Reason::Cycle,
         Reason::SupersededVar,
@@ -61,6 +63,7 @@ impl Reason {
         Reason::SupersededFact,
         Reason::SupersededRead,
         Reason::SupersededRecord,
+        Reason::MaskedOutput,
         Reason::DuplicateResult,
         Reason::StateBlock,
         Reason::CompactJson,
@@ -91,6 +94,7 @@ impl Reason {
             Reason::Projection => "projection",
             Reason::Register => "register",
             Reason::SupersededRecord => "superseded-record",
+            Reason::MaskedOutput => "masked-output",
         }
     }
 

@@ -135,6 +135,9 @@ pub struct ChatOptions {
     /// prefix and history is compacted in deliberate steps that pay for themselves under this
     /// cost model (see [`crate::session::CacheModel`]). The passes are the `preset`'s.
     pub cache: Option<crate::session::cache_model::CacheModel>,
+    /// Agent turns after which a tool output is masked behind the recall tool (cache-stable
+    /// with a recall tool only; `None`: the preset's, 0: never). See [`mask_after_turns`].
+    pub mask_after_turns: Option<usize>,
 }
 
 impl ChatOptions {
@@ -180,6 +183,7 @@ impl Default for ChatOptions {
             max_keys: 64,
             max_value_chars: 256,
             cache: None,
+            mask_after_turns: None,
         }
     }
 }
@@ -237,6 +241,10 @@ pub struct ChatConfig {
     pub state: state::StateConfig,
     /// Counts tokens for "never make an output larger".
     pub tokenizer: Tokenizer,
+    /// Mask tool outputs once this many agent turns followed them (`masked-output`): set in
+    /// cache-stable mode with a recall tool, unless the preset is lossless.
+    #[serde(default)]
+    pub mask_after_turns: Option<usize>,
 }
 
 impl Default for ChatConfig {
@@ -326,6 +334,7 @@ impl ChatConfig {
                 max_value_chars: options.max_value_chars,
             },
             tokenizer,
+            mask_after_turns: mask_after_turns(options),
         }
     }
 
@@ -348,6 +357,31 @@ impl ChatConfig {
             None => format!("the full output is kept by the operator (ctxgc receipt {id})"),
         }
     }
+}
+
+/// After how many agent turns `options` mask a tool output (`masked-output`): with a recall
+/// tool, in cache-stable mode, and not in the lossless preset; `ChatOptions::mask_after_turns`
+/// overrides the preset's 3 (aggressive: 2), and 0 turns masking off.
+///
+/// ```
+/// use ctxgc_core::chat::{ChatOptions, Preset, mask_after_turns};
+/// let mut options = ChatOptions { expand_tool: Some("ctxgc_recall".into()), ..Default::default() };
+/// assert_eq!(mask_after_turns(&options), None); // not cache-stable: history is not edited in steps
+/// options.cache = Some(Default::default());
+/// assert_eq!(mask_after_turns(&options), Some(3));
+/// options.preset = Preset::Lossless;
+/// assert_eq!(mask_after_turns(&options), None);
+/// ```
+pub fn mask_after_turns(options: &ChatOptions) -> Option<usize> {
+    if options.expand_tool.is_none() || options.cache.is_none() {
+        return None;
+    }
+    let preset = match options.preset {
+        Preset::Lossless => return None,
+        Preset::Default => 3,
+        Preset::Aggressive => 2,
+    };
+    Some(options.mask_after_turns.unwrap_or(preset)).filter(|&n| n > 0)
 }
 
 /// True when `options` ask for the `default` preset without a recall tool: lossy rewrites

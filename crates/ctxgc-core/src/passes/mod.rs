@@ -25,6 +25,7 @@ pub mod dead_branch;
 pub mod duplicates;
 pub mod fold_text;
 pub mod lossy;
+pub mod masked_outputs;
 pub mod projection;
 pub mod repeated_runs;
 pub mod replaced_notes;
@@ -159,6 +160,9 @@ registry! {
     Projection => projection::ProjectionPass [Events 1000, Chats 50],
     Duplicates => duplicates::Duplicates [Events 40, Chats 40],
     SupersededValue => superseded_values::SupersededValues [Events 30, Chats 10],
+    // Before the rewrites of fresh outputs (duplicates, projection, sampling, folding,
+    // re-encoding): once old, an output is masked whole, whatever was done to it on arrival.
+    MaskedOutput => masked_outputs::MaskedOutputs [Chats 35],
 }
 
 /// The default pipeline for event traces, in order: structural passes first.
