@@ -14,7 +14,7 @@
 //! with `S` the tokens the masks remove, `F` the tokens, before the step, from the first masked
 //! output to the end of what the previous request held (the cached suffix the step makes the
 //! provider write again; what arrived since is written either way), and `T` the requests the
-//! step is expected to serve (`max(4, agent turns so far)`). `eager=1` masks on every request instead,
+//! step is expected to serve (`max(4, agent turns so far / 2)`, as ctxgc prices its steps). `eager=1` masks on every request instead,
 //! whatever it costs, for comparison.
 //!
 //! A masked output's stub names its item and the recall tool (`ctxgc_recall`), so the request
@@ -139,7 +139,9 @@ impl MaskObservations {
                 input.turns[j - 1].max(first)
             };
             let cached: usize = cost[first..held].iter().sum();
-            let turns = (j as f64).max(4.0);
+            // As ctxgc prices its steps (`session::cache`): a step must pay even when the
+            // session ends sooner than it has lasted.
+            let turns = (j as f64 / 2.0).max(4.0);
             let net =
                 saved as f64 * ((turns - 1.0) * read + write) - cached as f64 * (write - read);
             let take = if self.eager {

@@ -185,8 +185,8 @@ pub fn event_pipeline_with(
 }
 
 /// The chat pipeline for a configuration (see [`crate::chat::Preset`]), in order:
-/// superseded-value, register, superseded-read, duplicates, sample-rows, fold-text,
-/// compact-json and state-block. A message's blocks each take the first pass's rewrite that
+/// superseded-value, register, superseded-read, masked-output, duplicates, sample-rows,
+/// fold-text, compact-json and state-block. A message's blocks each take the first pass's rewrite that
 /// claims them (see the engine's merge, `session/claims.rs`). Passes the preset turns off are
 /// configured to claim nothing.
 pub fn chat_pipeline(config: &crate::chat::ChatConfig) -> Vec<AnyPass> {
@@ -371,6 +371,7 @@ mod tests {
                 "superseded-value",
                 "register",
                 "superseded-read",
+                "masked-output",
                 "duplicates",
                 "projection",
                 "sample-rows",

@@ -23,8 +23,10 @@
 //!   changes up to the items the previous request held (the items before the latest agent
 //!   turn that followed a check point: the cached suffix the step makes the provider write
 //!   again), `T` = expected requests the step serves, this one included
-//!   (`max(min_expected_turns, assistant turns so far)`: a session tends to go on about as
-//!   long as it has lasted). Items that arrived since the previous request are written
+//!   (`max(min_expected_turns, assistant turns so far / 2)`: a session seen at a random point
+//!   of its life has as long again to go at the median, and a step must still pay when it
+//!   ends sooner — the last steps of a session never see the requests the median promises,
+//!   and with the full median a 273-message coding session replayed at 1.015 of `full`). Items that arrived since the previous request are written
 //!   whatever is decided. Over the next `T` requests the step changes the input bill by
 //!
 //!   `net = S × ((T − 1) × read + write) − F × (write − read)`
@@ -522,7 +524,9 @@ impl Session {
         let sent = cache.sent.clamp(first, k);
         let unchanged_cost = tracker.effective_cost.sum(first..sent) as f64 * model.read_multiplier
             + tracker.effective_cost.sum(sent..k) as f64 * model.write_multiplier;
-        let turns = model.min_expected_turns.max(cache.assistant_turns as f64);
+        let turns = model
+            .min_expected_turns
+            .max(cache.assistant_turns as f64 / 2.0);
         let s = saved as f64;
         // This request writes the whole suffix under the new plans instead of paying
         // `unchanged_cost`; each later request reads `S` fewer cached tokens. Pricing this
