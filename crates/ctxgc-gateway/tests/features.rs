@@ -364,3 +364,83 @@ async fn recall_in_a_streamed_answer_continues_in_the_same_stream() {
     assert_eq!(msgs[n - 1]["content"][0]["content"], file);
     gateway.stop().await;
 }
+
+/// A long coding session: twenty reads of different files, each answered.
+fn long_session(model: &str) -> (Value, Vec<String>) {
+    let mut messages = vec![json!({"role": "system", "content": "You are a coding agent."})];
+    let mut files = Vec::new();
+    for k in 0..20 {
+        let file: String = (0..120)
+            .map(|i| format!("line {i}: pub fn handler_{k}_{i}(request: &Request) -> Response {{ todo!() }}\n"))
+            .collect();
+        messages.push(json!({"role": "user", "content": format!("Look at src/mod_{k}.rs.")}));
+        messages.push(
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": format!("c{k}"),
+            "type": "function", "function": {"name": "read_file",
+            "arguments": json!({"path": format!("src/mod_{k}.rs")}).to_string()}}]}),
+        );
+        messages.push(json!({"role": "tool", "tool_call_id": format!("c{k}"), "content": file}));
+        messages.push(
+            json!({"role": "assistant", "content": format!("src/mod_{k}.rs has 120 handlers.")}),
+        );
+        files.push(file);
+    }
+    messages.push(json!({"role": "user", "content": "Which handler in mod_0 takes a Request?"}));
+    (json!({"model": model, "messages": messages}), files)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_recall_old_outputs_of_a_long_session_are_masked_and_recalled_whole() {
+    let upstream = FakeUpstream::start().await;
+    let (_db, store) = sqlite_store();
+    let mut options = options_for(&upstream.base);
+    options.recall = true;
+    let gateway = TestGateway::start(options, Some(store)).await;
+    let http = reqwest::Client::new();
+
+    let (body, files) = long_session("fake-model");
+    let r = http
+        .post(format!("{}/v1/chat/completions", gateway.base))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let sent = upstream.last().json();
+    let contents: Vec<&str> = sent["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(contents.len(), files.len());
+    let masked: Vec<&str> = contents
+        .iter()
+        .copied()
+        .filter(|c| c.starts_with("[ctxgc: output masked; call ctxgc_recall with id \""))
+        .collect();
+    assert!(masked.len() >= 10, "{} of 20 outputs masked", masked.len());
+    // The latest read is sent whole.
+    assert_eq!(contents.last().copied(), files.last().map(String::as_str));
+    let id = masked[0]
+        .split("with id \"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_owned();
+
+    // The model recalls the first masked read: the gateway answers it with the original.
+    let (body, _) = long_session(&format!("recall:{id}"));
+    let r = http
+        .post(format!("{}/v1/chat/completions", gateway.base))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let answer: Value = r.json().await.unwrap();
+    let text = answer["choices"][0]["message"]["content"].as_str().unwrap();
+    assert_eq!(text, format!("recalled: {}", files[0]));
+    gateway.stop().await;
+}
