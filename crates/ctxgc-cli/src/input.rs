@@ -55,6 +55,10 @@ pub struct CompileOptions {
     /// Chats: fold plain-text outputs longer than this many lines (overrides the preset).
     #[arg(long, value_name = "N")]
     pub max_lines: Option<usize>,
+    /// Chats, cache-stable with a recall tool: mask a tool output behind the recall tool once
+    /// this many agent turns followed it (overrides the preset's 3, aggressive 2; 0: never).
+    #[arg(long, value_name = "TURNS")]
+    pub mask_after: Option<usize>,
     /// Chats: a word that keeps any row or line carrying it (repeatable; added to the safety list).
     #[arg(long = "safety-word", value_name = "WORD")]
     pub safety_words: Vec<String>,
@@ -139,6 +143,7 @@ impl CompileOptions {
         chat.max_rows = self.max_rows;
         chat.keep_rows = self.keep_rows;
         chat.max_lines = self.max_lines;
+        chat.mask_after_turns = self.mask_after;
         chat.extra_safety_words = self.safety_words.clone();
         chat.max_keys = self.max_keys;
         chat.max_value_chars = self.max_value_chars;

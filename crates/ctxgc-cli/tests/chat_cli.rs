@@ -171,3 +171,65 @@ fn to_writes_another_format() {
     assert_eq!(v["system"][0]["text"], "You are an airline support agent.");
     assert_eq!(v["messages"][0]["role"], "user");
 }
+
+/// A coding session of twenty answered reads, 55k tokens of output.
+fn coding_session() -> String {
+    let mut messages =
+        vec![serde_json::json!({"role": "system", "content": "You are a coding agent."})];
+    for k in 0..20 {
+        let file: String = (0..120)
+            .map(|i| format!("line {i}: pub fn handler_{k}_{i}(request: &Request) -> Response {{ todo!() }}\n"))
+            .collect();
+        messages.push(
+            serde_json::json!({"role": "user", "content": format!("Look at src/mod_{k}.rs.")}),
+        );
+        messages.push(
+            serde_json::json!({"role": "assistant", "content": null, "tool_calls": [{
+            "id": format!("c{k}"), "type": "function", "function": {"name": "read_file",
+            "arguments": serde_json::json!({"path": format!("src/mod_{k}.rs")}).to_string()}}]}),
+        );
+        messages.push(
+            serde_json::json!({"role": "tool", "tool_call_id": format!("c{k}"), "content": file}),
+        );
+        messages
+            .push(serde_json::json!({"role": "assistant", "content": format!("mod_{k} read.")}));
+    }
+    Value::Array(messages).to_string()
+}
+
+#[test]
+fn mask_after_sets_how_many_agent_turns_an_output_stays_whole() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("coding.json");
+    std::fs::write(&path, coding_session()).expect("write");
+    let masked = |extra: &[&str]| {
+        let path = path.to_str().expect("utf-8 path");
+        let mut args = vec![
+            "compile",
+            path,
+            "--preset",
+            "cache-stable",
+            "--expand-tool",
+            "ctxgc_recall",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let out = ctxgc(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+        report["decisions"]
+            .as_array()
+            .expect("decisions")
+            .iter()
+            .filter(|d| d["reason"] == "masked-output")
+            .count()
+    };
+    // The default masks every read but the last two (within 3 agent turns of the end).
+    assert_eq!(masked(&[]), 18);
+    assert_eq!(masked(&["--mask-after", "10"]), 13);
+    assert_eq!(masked(&["--mask-after", "0"]), 0);
+}
