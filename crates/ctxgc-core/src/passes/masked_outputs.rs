@@ -3,9 +3,10 @@
 //!
 //! **What.** Once `mask_after_turns` agent turns (assistant messages) have followed a tool
 //! output, the output is replaced by one line that names its id and the recall tool
-//! (`[ctxgc: output masked; call ctxgc_recall with id "m12" for the full output]`). This is observation masking, the measured way coding agents halve the
-//! cost of long sessions: an agent works from what it just saw, and what it saw many turns ago
-//! it has either acted on already or can ask for again.
+//! (`[ctxgc: output masked; call ctxgc_recall with id "m12" for the full output]`). This is
+//! observation masking, the measured way coding agents halve the cost of long sessions: an
+//! agent works from what it just saw, and what it saw many turns ago it has either acted on
+//! already or can ask for again.
 //!
 //! **When.** Only once the session's tool outputs hold [`MASK_FROM_OUTPUT_TOKENS`] tokens, as
 //! a provider's context editing starts at an input size: a mask pays back over the requests
