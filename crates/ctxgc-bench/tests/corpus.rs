@@ -132,3 +132,82 @@ fn cache_aware_compaction_bills_less_than_eager_on_the_bundled_support_session()
         cost("ctxgc")
     );
 }
+
+/// The cache-aware strategies, with a recall tool and a projection learned leave-one-out
+/// among them, replay at no more than `full` in every conversation of every corpus file, with
+/// nothing the agent used lost beyond recall. A trim on arrival is taken only while the
+/// session's banked savings cover a recall of it; without that rule two short tau2 runs billed
+/// 1.06 and 1.08 of `full`, their two recalls costing more than the trims saved.
+#[test]
+fn cache_aware_strategies_never_bill_more_than_full_in_any_conversation() {
+    let dir = corpus_dir();
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        eprintln!("note: no corpus at {}; skipping", dir.display());
+        return;
+    };
+    let mut paths: Vec<_> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    paths.sort();
+    let inputs: Vec<InputFile> = paths
+        .iter()
+        .map(|p| InputFile {
+            path: p.display().to_string(),
+            text: std::fs::read_to_string(p).map_err(|e| e.to_string()),
+        })
+        .collect();
+    let config = common::config(&[
+        "full",
+        "ctxgc-lossless",
+        "ctxgc-cache",
+        "ctxgc-cache-recall",
+        "ctxgc-cache-projection",
+    ]);
+    let report = run(&inputs, &config, &mut |_| {});
+    let mut priced = 0;
+    let mut recalled = 0;
+    for c in &report.conversations {
+        for r in c.results.iter().filter(|r| r.strategy != "full") {
+            let m = r
+                .metrics
+                .as_ref()
+                .unwrap_or_else(|| panic!("{} #{} {}: {:?}", c.file, c.id, r.strategy, r.error));
+            assert_eq!(
+                m.survival.missed_values, 0,
+                "{} #{} {}",
+                c.file, c.id, r.strategy
+            );
+            if let Some(ratio) = m.replay.relative_to_full {
+                priced += 1;
+                recalled += m.replay.recall_requests;
+                assert!(
+                    ratio <= 1.0 + 1e-9,
+                    "{} #{} {}: {ratio} of full ({} recalls)",
+                    c.file,
+                    c.id,
+                    r.strategy,
+                    m.replay.recall_requests
+                );
+            }
+        }
+    }
+    // Every file's conversations were priced, and the projection still trims enough that
+    // the agent recalls something: the rule bounds the risk, it does not switch trims off.
+    assert!(priced > 400, "{priced} conversations priced");
+    assert!(recalled > 0);
+    for file in &report.files {
+        let cost = |name: &str| {
+            file.summaries
+                .iter()
+                .find(|s| s.strategy == name)
+                .map(|s| s.replay_cost)
+                .unwrap_or_else(|| panic!("{}: no {name}", file.path))
+        };
+        assert!(
+            cost("ctxgc-cache-projection") <= cost("ctxgc-cache") + 1e-9,
+            "{}: the projection bills more than none",
+            file.path
+        );
+    }
+}

@@ -568,7 +568,16 @@ impl Session {
 
     /// The plan for item `i` with everything decided now, ignoring cache stability.
     pub fn eager_plan_of(&self, i: usize) -> ItemPlan {
-        let claim = claims::verdict(&self.passes, &self.cx(), i).map(Box::new);
+        self.eager_plan_without(i, None)
+    }
+
+    /// [`Session::eager_plan_of`], leaving out the claims made for reason `without`.
+    pub(crate) fn eager_plan_without(
+        &self,
+        i: usize,
+        without: Option<crate::plan::Reason>,
+    ) -> ItemPlan {
+        let claim = claims::verdict_without(&self.passes, &self.cx(), i, without).map(Box::new);
         if self.is_protected(i) {
             ItemPlan {
                 verdict: None,

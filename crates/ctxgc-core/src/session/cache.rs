@@ -48,7 +48,7 @@ use serde::{Deserialize, Serialize};
 use super::cache_model::CacheModel;
 use super::{ItemPlan, Session};
 use crate::ir::{Block, Kind, plain_value};
-use crate::plan::{Action, Verdict};
+use crate::plan::{Action, Reason, Verdict};
 use crate::tokens::Tokenizer;
 
 /// One compaction step, as reported.
@@ -94,10 +94,43 @@ pub(super) struct CacheState {
     /// moves the block into the register, which it rewrites at the head of the cached prefix.
     #[serde(default)]
     last_deferred_state: Option<usize>,
+    /// The risk budget of lossy decisions taken on arrival (see [`RiskBudget`]).
+    #[serde(default)]
+    risk: RiskBudget,
     /// What pricing a step keeps between check points. Not stored: rebuilt at the first check
     /// point after loading.
     #[serde(skip)]
     tracker: Option<Tracker>,
+}
+
+/// What the session has banked against sending everything, and what its lossy decisions may
+/// still cost.
+///
+/// A projection hides fields on arrival, on the promise that the model can call the recall
+/// tool for them. A recall is one more request: the context read from the cache and the
+/// original written to it. In a short session that one request can cost more than the trim
+/// saved, and the session then bills more than `full` would have. So a trim on arrival is
+/// taken only while what the session has saved so far against `full` (priced request by
+/// request, as the provider bills: the previous request's tokens read from the cache, the
+/// rest written), plus what the trim saves on the request it is about to join, covers a
+/// recall of every trim taken so far and of this one. A trim refused stays refused: its
+/// item keeps the output as given, on arrival and in every later step.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct RiskBudget {
+    /// Fresh-token units saved against `full`, over the requests so far.
+    banked: f64,
+    /// The price of a recall of each lossy decision taken so far, summed.
+    reserved: f64,
+    /// Tokens of the previous request: as given (`full`) and as compiled.
+    full_sent: usize,
+    ours_sent: usize,
+    /// Tokens of the items as given, summed.
+    kept_total: usize,
+    /// The first item a compaction step changed since the previous request (its suffix is
+    /// written again).
+    invalidated_from: Option<usize>,
+    /// Items whose trim on arrival the budget refused.
+    refused: std::collections::BTreeSet<usize>,
 }
 
 /// What a check point keeps so that it costs what moved since the previous one, not the
@@ -199,6 +232,7 @@ impl CacheState {
             steps: Vec::new(),
             changed_at_step: Vec::new(),
             last_deferred_state: None,
+            risk: RiskBudget::default(),
             tracker: None,
         }
     }
@@ -286,7 +320,7 @@ impl Session {
     fn untracked_move(&self, tracker: &Tracker) -> Option<usize> {
         let pending: std::collections::BTreeSet<usize> = tracker.moved.iter().copied().collect();
         (tracker.eager.iter().enumerate())
-            .find(|&(i, plan)| !pending.contains(&i) && *plan != self.eager_plan_of(i))
+            .find(|&(i, plan)| !pending.contains(&i) && *plan != self.target_plan_of(i))
             .map(|(i, _)| i)
     }
 
@@ -351,15 +385,29 @@ impl Session {
                 return;
             };
             let kept = self.kept_cost(i, tok);
-            let (arrival, defers_state) = self.arrival_plan(i, kept, tok);
             let is_assistant = self.items[i].kind.is_agent_turn();
             // An agent turn right after a check point is the answer to a request that held
             // every item before it.
             let answers_request = is_assistant && i > 0 && !self.items[i - 1].kind.is_agent_turn();
+            if answers_request {
+                self.bank_request(i);
+            }
+            let (mut arrival, defers_state) = self.arrival_plan(i, kept, tok);
+            if arrival
+                .verdict
+                .as_ref()
+                .is_some_and(|v| v.reason == Reason::Projection)
+            {
+                let after = self.cost_under(i, &arrival, kept);
+                if !self.risk_allows(i, kept, after) {
+                    arrival = self.eager_plan_without(i, Some(Reason::Projection));
+                }
+            }
             if let Some(cache) = self.cache.as_mut() {
                 if answers_request {
                     cache.sent = i;
                 }
+                cache.risk.kept_total += kept;
                 cache.arrival.push(arrival);
                 if defers_state {
                     cache.last_deferred_state = Some(i);
@@ -416,7 +464,7 @@ impl Session {
         recheck.dedup();
         let cache = self.cache.as_ref()?;
         for i in recheck {
-            let eager = self.eager_plan_of(i);
+            let eager = self.target_plan_of(i);
             // A retirement costs the same whatever supersedes the item (the usual move: a
             // later value names a newer superseder); only then is counting skipped.
             let both_retired = [&eager, &tracker.eager[i]]
@@ -430,7 +478,7 @@ impl Session {
             note_difference(cache, &mut tracker, i);
         }
         for i in known..k {
-            let eager = self.eager_plan_of(i);
+            let eager = self.target_plan_of(i);
             let kept = cache.cost_kept[i];
             tracker
                 .eager_cost
@@ -450,6 +498,65 @@ impl Session {
         Some(tracker)
     }
 
+    /// The plan the session works towards for item `i`: the eager one, but without the trim on
+    /// arrival the risk budget refused (the other passes' decisions stand).
+    fn target_plan_of(&self, i: usize) -> ItemPlan {
+        let refused = self
+            .cache
+            .as_ref()
+            .is_some_and(|c| c.risk.refused.contains(&i));
+        self.eager_plan_without(i, refused.then_some(Reason::Projection))
+    }
+
+    /// Banks the request that held the items before `i` (see [`RiskBudget`]): what `full`
+    /// pays for it less what the compiled session pays, the previous request's tokens read
+    /// from the cache (up to the first item a step changed since) and the rest written.
+    fn bank_request(&mut self, i: usize) {
+        let Some(cache) = self.cache.as_mut() else {
+            return;
+        };
+        let Some(tracker) = cache.tracker.as_ref() else {
+            return;
+        };
+        let model = &cache.model;
+        let risk = &mut cache.risk;
+        let full_now = risk.kept_total;
+        let ours_now = tracker.effective_cost.sum_before(i).max(0) as usize;
+        let unchanged_until = risk.invalidated_from.unwrap_or(cache.sent).min(cache.sent);
+        let ours_cached =
+            (tracker.effective_cost.sum_before(unchanged_until).max(0) as usize).min(ours_now);
+        let full_cached = risk.full_sent.min(full_now);
+        let full_bill = full_cached as f64 * model.read_multiplier
+            + (full_now - full_cached) as f64 * model.write_multiplier;
+        let ours_bill = ours_cached as f64 * model.read_multiplier
+            + (ours_now - ours_cached) as f64 * model.write_multiplier;
+        risk.banked += full_bill - ours_bill;
+        risk.full_sent = full_now;
+        risk.ours_sent = ours_now;
+        risk.invalidated_from = None;
+    }
+
+    /// Whether the risk budget allows a trim on arrival of item `i` (`kept` tokens as given,
+    /// `after` trimmed), reserving the price of its recall if so and recording the refusal if
+    /// not. The price: the context so far read from the cache, the original written to it.
+    fn risk_allows(&mut self, i: usize, kept: usize, after: usize) -> bool {
+        let Some(cache) = self.cache.as_mut() else {
+            return true;
+        };
+        let model = &cache.model;
+        let risk = &mut cache.risk;
+        let context = risk.ours_sent + risk.kept_total.saturating_sub(risk.full_sent) + after;
+        let price = context as f64 * model.read_multiplier + kept as f64 * model.write_multiplier;
+        let saves_now = kept.saturating_sub(after) as f64 * model.write_multiplier;
+        if risk.banked + saves_now >= risk.reserved + price {
+            risk.reserved += price;
+            true
+        } else {
+            risk.refused.insert(i);
+            false
+        }
+    }
+
     fn consider_step(&mut self, k: usize) {
         let Some(mut tracker) = self.track(k) else {
             return;
@@ -458,7 +565,9 @@ impl Session {
         let Some(cache) = self.cache.as_mut() else {
             return;
         };
-        if let Some(mut step) = step {
+        if let Some((mut step, first)) = step {
+            cache.risk.invalidated_from =
+                Some(cache.risk.invalidated_from.map_or(first, |f| f.min(first)));
             let changed_at: Vec<usize> = tracker.differs.keys().copied().collect();
             step.items = changed_at
                 .iter()
@@ -496,7 +605,8 @@ impl Session {
 
     /// The compaction step worth taking at check point `k` (its items still to be named), if
     /// any.
-    fn price_step(&self, tracker: &Tracker, k: usize) -> Option<CompactionStep> {
+    /// With the first item it changes (the cached suffix it makes the provider write again).
+    fn price_step(&self, tracker: &Tracker, k: usize) -> Option<(CompactionStep, usize)> {
         let cache = self.cache.as_ref()?;
         let model = &cache.model;
         let (&first, _) = tracker.differs.first_key_value()?;
@@ -535,13 +645,16 @@ impl Session {
         // steps that short sessions never repay.
         let net = unchanged_cost - invalidated as f64 * model.write_multiplier
             + (turns - 1.0) * s * model.read_multiplier;
-        (net > 0.0).then(|| CompactionStep {
-            at: k,
-            items: Vec::new(),
-            tokens_saved: saved as usize,
-            prefix_tokens_invalidated: invalidated,
-            expected_turns: turns,
-            estimated_net: net,
+        (net > 0.0).then(|| {
+            let step = CompactionStep {
+                at: k,
+                items: Vec::new(),
+                tokens_saved: saved as usize,
+                prefix_tokens_invalidated: invalidated,
+                expected_turns: turns,
+                estimated_net: net,
+            };
+            (step, first)
         })
     }
 }

@@ -74,7 +74,21 @@ pub(crate) fn merge(claims: impl IntoIterator<Item = Verdict>) -> Option<Verdict
 
 /// The verdict on item `i` from `passes`, in order.
 pub(crate) fn verdict(passes: &[AnyPass], cx: &Cx<'_>, i: usize) -> Option<Verdict> {
-    let mut claims = passes.iter().filter_map(|p| p.verdict(cx, i));
+    verdict_without(passes, cx, i, None)
+}
+
+/// [`verdict`], leaving out the claims made for reason `without` (a trim the risk budget
+/// refused: the item gets what the other passes decide, a lossless re-encoding say).
+pub(crate) fn verdict_without(
+    passes: &[AnyPass],
+    cx: &Cx<'_>,
+    i: usize,
+    without: Option<crate::plan::Reason>,
+) -> Option<Verdict> {
+    let mut claims = passes
+        .iter()
+        .filter_map(|p| p.verdict(cx, i))
+        .filter(|v| Some(v.reason) != without);
     // Most items are kept or retired outright (every event a trace retires): no merge.
     let first = claims.next()?;
     if first.action == Action::Retire {
