@@ -48,7 +48,8 @@ fn chat(turns: usize) -> Vec<Value> {
         messages.push(json!({"role": "assistant", "content": "", "tool_calls": [{
             "id": format!("c{t}"), "type": "function",
             "function": {"name": "track", "arguments": json!({"order": t}).to_string()}}]}));
-        messages.push(json!({"role": "tool", "tool_call_id": format!("c{t}"), "content": tracking(t)}));
+        messages
+            .push(json!({"role": "tool", "tool_call_id": format!("c{t}"), "content": tracking(t)}));
         messages.push(json!({"role": "assistant", "content": format!("Order R{t}X arrives on 2024-06-{:02}.", t % 28 + 1)}));
     }
     messages

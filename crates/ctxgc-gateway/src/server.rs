@@ -378,11 +378,13 @@ async fn prepare(
     };
     let headers = headers.clone();
     let query = query.map(str::to_owned);
-    // A closed semaphore is never made, so the permit always comes; without one the compile
-    // still runs (unbounded, as before) rather than failing the request.
-    let permit = gateway.compile_slots.clone().acquire_owned().await.ok();
+    let slots = gateway.compile_slots.clone();
+    let runtime = tokio::runtime::Handle::current();
     let result = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
+        // Parsing borrows the body (each message stays its raw bytes), so it is cheap; what
+        // costs memory is a whole compile. Only that waits for one of the compile slots: a
+        // request that extends a conversation held in memory costs what it appends and goes
+        // past the queue instead of waiting behind the whole compiles of new conversations.
         let parsed = parse(&body, format).map_err(|e| (StatusCode::BAD_REQUEST, e.0))?;
         let conv = match parsed {
             Parsed::Conversation(c) => c,
@@ -399,6 +401,14 @@ async fn prepare(
         let key = crate::sessions::scoped_key(&name, tenant.as_deref());
         let scope = Some(Named { key, name, tenant });
         let key = scope.as_ref().map_or("", |s| s.key.as_str());
+        // A closed semaphore is never made, so the permit always comes; without one the
+        // compile still runs rather than failing the request. (This is a blocking thread:
+        // waiting here holds no runtime worker.)
+        let _permit = if sessions.holds_prefix(key, &conv) {
+            None
+        } else {
+            runtime.block_on(slots.acquire_owned()).ok()
+        };
         match sessions.compile(key, &conv) {
             Ok(compiled) => Ok((scope, Some(Ok(compiled)), stream)),
             Err(SessionError::Invalid(e)) => Err((StatusCode::BAD_REQUEST, e.to_string())),

@@ -595,6 +595,25 @@ impl Sessions {
         Ok(())
     }
 
+    /// Whether a conversation of `key` held in memory is a prefix of the request's: then
+    /// [`Sessions::compile`] costs what the request appends (unless the conversation is
+    /// evicted in between). `false` means a whole compile, from the store or from scratch.
+    pub fn holds_prefix(&self, key: &str, conv: &Conversation<'_>) -> bool {
+        let raws: Vec<&str> = conv
+            .system
+            .iter()
+            .chain(conv.messages.iter())
+            .map(|r| r.get())
+            .collect();
+        let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(entry) = live.get(key).cloned() else {
+            return false;
+        };
+        drop(live);
+        let group = entry.lock().unwrap_or_else(|p| p.into_inner());
+        group.best(conv, &raws).is_some()
+    }
+
     /// Compiles a request's conversation under `key`: incrementally when a conversation of
     /// the key holds a prefix of its items, from scratch in a store session of its own
     /// otherwise. Blocking (store I/O): call from a blocking thread.

@@ -72,3 +72,49 @@ fn memory_stays_within_the_budget_and_dropped_conversations_come_back() {
     assert_eq!(back.body, kept.body, "the same bytes go upstream");
     assert!(sessions.live_bytes() <= BUDGET.max(largest * 4));
 }
+
+fn holds_prefix(sessions: &Sessions, key: &str, body: &[u8]) -> bool {
+    let Parsed::Conversation(conv) = parse(body, Format::OpenaiChat).unwrap() else {
+        panic!("a conversation")
+    };
+    sessions.holds_prefix(key, &conv)
+}
+
+/// What decides whether a request waits for a compile slot: only a request that extends a
+/// conversation held in memory is known to cost what it appends. A new conversation, another
+/// key's, and one the budget dropped (reloaded whole from the store) take a slot.
+#[test]
+fn only_a_conversation_held_in_memory_goes_past_the_compile_slots() {
+    let (_db, store) = sqlite_store();
+    let sessions = Sessions::new(store, ChatOptions::default()).with_memory_budget(64 << 10);
+    assert!(
+        !holds_prefix(&sessions, "k0", &body(0, 3)),
+        "nothing held yet"
+    );
+    let first = compile(&sessions, "k0", &body(0, 3));
+    assert_eq!(first.path, CompilePath::Full);
+    assert!(
+        holds_prefix(&sessions, "k0", &body(0, 4)),
+        "the same conversation, grown"
+    );
+    assert!(
+        holds_prefix(&sessions, "k0", &body(0, 3)),
+        "resent as it was"
+    );
+    assert!(
+        !holds_prefix(&sessions, "k1", &body(0, 4)),
+        "another key never shares it"
+    );
+    assert!(
+        !holds_prefix(&sessions, "k0", &body(1, 4)),
+        "another conversation of the key"
+    );
+    let next = compile(&sessions, "k0", &body(0, 4));
+    assert_eq!(next.path, CompilePath::Incremental);
+    // Past the budget, conversation 0 is dropped from memory: its next request is a whole
+    // compile (from the store) and waits for a slot like a new one.
+    for c in 1..40 {
+        compile(&sessions, &format!("k{c}"), &body(c, 6));
+    }
+    assert!(!holds_prefix(&sessions, "k0", &body(0, 5)));
+}
