@@ -9,12 +9,12 @@ use ctxgc_bench::run::{BenchConfig, InputFile, run};
 /// Conversations per file: enough to meet every format quirk, few enough for a debug build.
 const PER_FILE: usize = 6;
 
-#[test]
-fn every_strategy_runs_on_every_corpus_file() {
+/// Every `.jsonl` file of the corpus, in name order; `None` (with a note) without a corpus.
+fn corpus_inputs() -> Option<Vec<InputFile>> {
     let dir = corpus_dir();
     let Ok(entries) = std::fs::read_dir(&dir) else {
         eprintln!("note: no corpus at {}; skipping", dir.display());
-        return;
+        return None;
     };
     let mut paths: Vec<_> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -22,13 +22,21 @@ fn every_strategy_runs_on_every_corpus_file() {
         .collect();
     paths.sort();
     assert!(paths.len() >= 5, "expected the five corpus files");
-    let inputs: Vec<InputFile> = paths
+    let inputs = paths
         .iter()
         .map(|p| InputFile {
             path: p.display().to_string(),
             text: std::fs::read_to_string(p).map_err(|e| e.to_string()),
         })
         .collect();
+    Some(inputs)
+}
+
+#[test]
+fn every_strategy_runs_on_every_corpus_file() {
+    let Some(inputs) = corpus_inputs() else {
+        return;
+    };
     let config = BenchConfig {
         timing: false,
         limit: Some(PER_FILE),
@@ -140,23 +148,9 @@ fn cache_aware_compaction_bills_less_than_eager_on_the_bundled_support_session()
 /// 1.06 and 1.08 of `full`, their two recalls costing more than the trims saved.
 #[test]
 fn cache_aware_strategies_never_bill_more_than_full_in_any_conversation() {
-    let dir = corpus_dir();
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        eprintln!("note: no corpus at {}; skipping", dir.display());
+    let Some(inputs) = corpus_inputs() else {
         return;
     };
-    let mut paths: Vec<_> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-        .collect();
-    paths.sort();
-    let inputs: Vec<InputFile> = paths
-        .iter()
-        .map(|p| InputFile {
-            path: p.display().to_string(),
-            text: std::fs::read_to_string(p).map_err(|e| e.to_string()),
-        })
-        .collect();
     let config = common::config(&[
         "full",
         "ctxgc-lossless",

@@ -211,6 +211,16 @@ fn parse_listed(value: Option<Vec<u8>>) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The request's items as exact bytes: the Anthropic system prompt (when there is one), then
+/// each message.
+fn raw_items<'a>(conv: &'a Conversation<'_>) -> Vec<&'a str> {
+    conv.system
+        .iter()
+        .chain(conv.messages.iter())
+        .map(|r| r.get())
+        .collect()
+}
+
 /// The key a conversation's sessions are found by: its name (`x-ctxgc-session`, or
 /// [`Conversation::prefix_key`]) scoped by its tenant ([`Sessions::tenant_of`]). `@` is not
 /// a character of session names, so no name given without credentials spells another
@@ -599,12 +609,7 @@ impl Sessions {
     /// [`Sessions::compile`] costs what the request appends (unless the conversation is
     /// evicted in between). `false` means a whole compile, from the store or from scratch.
     pub fn holds_prefix(&self, key: &str, conv: &Conversation<'_>) -> bool {
-        let raws: Vec<&str> = conv
-            .system
-            .iter()
-            .chain(conv.messages.iter())
-            .map(|r| r.get())
-            .collect();
+        let raws = raw_items(conv);
         let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         let Some(entry) = live.get(key).cloned() else {
             return false;
@@ -620,12 +625,7 @@ impl Sessions {
     pub fn compile(&self, key: &str, conv: &Conversation<'_>) -> Result<Compiled, SessionError> {
         // The request's items as exact bytes. What is stored is recognised by comparing
         // bytes (memcmp), and only the new items are hashed: a request costs what it adds.
-        let raws: Vec<&str> = conv
-            .system
-            .iter()
-            .chain(conv.messages.iter())
-            .map(|r| r.get())
-            .collect();
+        let raws = raw_items(conv);
         let entry = self.entry(key);
         let mut group = entry.lock().unwrap_or_else(|p| p.into_inner());
         group.last_used = self
