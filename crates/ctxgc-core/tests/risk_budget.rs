@@ -121,3 +121,57 @@ fn a_long_session_trims_once_its_savings_cover_the_recalls_and_a_refusal_stands(
     assert!(refused_early.iter().all(|i| !late.contains(i)));
     assert!(early.iter().all(|i| late.contains(i)));
 }
+
+/// The budget is part of what a session keeps: a session saved after any request and loaded
+/// again (as the gateway and the store do) trims exactly the outputs a session that never
+/// stopped trims.
+#[test]
+fn a_session_resumed_from_its_snapshot_spends_the_budget_alike() {
+    use ctxgc_core::Session;
+    use ctxgc_core::chat::ChatConfig;
+    use ctxgc_core::compile::configured_session;
+    use ctxgc_core::frontend::lower_conversations;
+    use ctxgc_core::passes::chat_pipeline_with;
+
+    let options = options(true);
+    let text = Value::Array(chat(40)).to_string();
+    let items = lower_conversations(&text, &options).expect("lowers")[0]
+        .items
+        .clone();
+    let config = ChatConfig::resolve(&options.chat, options.tokenizer);
+    let template = configured_session(
+        chat_pipeline_with(&config, options.projection_config()),
+        &options,
+    );
+    let mut whole = template.clone();
+    whole.extend(items.clone()).expect("appends");
+    whole.compile();
+    let plans = |s: &Session| (0..items.len()).map(|i| s.plan_of(i)).collect::<Vec<_>>();
+    let expected = plans(&whole);
+    let projected = expected
+        .iter()
+        .filter(|p| {
+            p.verdict
+                .as_ref()
+                .is_some_and(|v| v.reason == Reason::Projection)
+        })
+        .count();
+    assert!(
+        projected > 0 && projected < 40,
+        "{projected} of 40 outputs trimmed"
+    );
+    // Split after every tool output: the request that answers it is the first thing the
+    // resumed session sees.
+    for split in (0..items.len()).filter(|&i| items[i].raw.contains("\"tool_call_id\"")) {
+        let mut first = template.clone();
+        first.extend(items[..=split].to_vec()).expect("appends");
+        first.compile();
+        let saved = serde_json::to_string(&first).expect("serialises");
+        let mut resumed: Session = serde_json::from_str(&saved).expect("loads");
+        resumed
+            .extend(items[split + 1..].to_vec())
+            .expect("appends");
+        resumed.compile();
+        assert_eq!(plans(&resumed), expected, "resumed after item {split}");
+    }
+}

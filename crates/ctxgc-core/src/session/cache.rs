@@ -114,7 +114,8 @@ pub(super) struct CacheState {
 /// request, as the provider bills: the previous request's tokens read from the cache, the
 /// rest written), plus what the trim saves on the request it is about to join, covers a
 /// recall of every trim taken so far and of this one. A trim refused stays refused: its
-/// item keeps the output as given, on arrival and in every later step.
+/// item gets what the other passes decide (the lossless re-encoding, say), on arrival and in
+/// every later step.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct RiskBudget {
     /// Fresh-token units saved against `full`, over the requests so far.
@@ -512,6 +513,15 @@ impl Session {
     /// pays for it less what the compiled session pays, the previous request's tokens read
     /// from the cache (up to the first item a step changed since) and the rest written.
     fn bank_request(&mut self, i: usize) {
+        // A session loaded from a snapshot has no tracker yet (it is not stored): rebuild it
+        // as the check point before this request did, or a resumed session would skip
+        // banking this request and decide otherwise than one that never stopped.
+        if self.cache.as_ref().is_some_and(|c| c.tracker.is_none()) {
+            let tracker = self.track(i);
+            if let Some(cache) = self.cache.as_mut() {
+                cache.tracker = tracker;
+            }
+        }
         let Some(cache) = self.cache.as_mut() else {
             return;
         };
