@@ -27,8 +27,9 @@ pub struct CompileOptions {
     /// Tokenizer for exact counts: o200k_base (default) or cl100k_base.
     #[arg(long, default_value = "o200k_base")]
     pub tokenizer: String,
-    /// Chats: what may be taken away: lossless, default, aggressive, or cache-stable (default's
-    /// passes, history compacted only in steps that pay for themselves under a prompt cache).
+    /// Chats: what may be taken away: lossless, default, aggressive, cache-stable (default's
+    /// passes, history compacted only in steps that pay for themselves under a prompt cache) or
+    /// eager (default's passes, every decision at once: for one-shot compiles).
     #[arg(long, value_name = "PRESET", default_value = "default")]
     pub preset: String,
     /// Chats: write the output in this format (openai-chat, anthropic, responses) instead of the input's.

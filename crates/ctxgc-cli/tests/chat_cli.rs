@@ -233,3 +233,38 @@ fn mask_after_sets_how_many_agent_turns_an_output_stays_whole() {
     assert_eq!(masked(&["--mask-after", "10"]), 13);
     assert_eq!(masked(&["--mask-after", "0"]), 0);
 }
+
+#[test]
+fn eager_pins_the_default_passes_taken_at_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let coding = dir.path().join("coding.json");
+    std::fs::write(&coding, coding_session()).expect("write");
+    let coding = coding.to_str().expect("utf-8 path").to_owned();
+    let airline = fixture("airline_cabin_change.json");
+    for path in [airline.as_str(), coding.as_str()] {
+        let run = |extra: &[&str]| {
+            let mut args = vec!["compile", path, "--expand-tool", "ctxgc_recall", "--json"];
+            args.extend_from_slice(extra);
+            let out = ctxgc(&args);
+            assert!(
+                out.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            out.stdout
+        };
+        let eager = run(&["--preset", "eager"]);
+        assert_eq!(eager, run(&[]), "{path}: eager is today's default");
+        assert_ne!(
+            eager,
+            run(&["--preset", "cache-stable"]),
+            "{path}: eager takes decisions cache-stable defers"
+        );
+    }
+    let out = ctxgc(&["compile", "--preset", "lazy", &airline]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("eager"),
+        "the error lists every preset"
+    );
+}

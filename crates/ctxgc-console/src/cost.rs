@@ -19,6 +19,7 @@ pub fn bench_strategy(preset: &str) -> &'static str {
         "lossless" => "ctxgc-lossless",
         "aggressive" => "ctxgc-aggressive",
         "cache-stable" => "ctxgc-cache",
+        // `default` and `eager`: the default passes, every decision at once.
         _ => "ctxgc",
     }
 }
@@ -47,8 +48,14 @@ pub fn replayed_costs(text: &str, options: &Options) -> Result<Vec<ReplayedCost>
     let mut base = options.clone();
     apply_preset(&mut base, "default");
     let defaults = StrategyDefaults::default();
-    let strategies = std::iter::once("full")
+    // `eager` and `default` replay through the same strategy today: run it once.
+    let mut specs: Vec<&str> = std::iter::once("full")
         .chain(PRESETS.map(bench_strategy))
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    specs.retain(|spec| seen.insert(*spec));
+    let strategies = specs
+        .into_iter()
         .map(|spec| parse_spec(spec, &defaults).map_err(|e| format!("bench strategy {spec}: {e}")))
         .collect::<Result<Vec<_>, _>>()?;
     let config = BenchConfig {

@@ -6,13 +6,13 @@ use serde::Deserialize;
 use crate::error::ApiError;
 
 /// The presets the console offers, in the order the page shows them.
-pub const PRESETS: [&str; 4] = ctxgc_core::chat::PRESET_NAMES;
+pub const PRESETS: [&str; 5] = ctxgc_core::chat::PRESET_NAMES;
 
 /// `?preset=&from=&tokenizer=`; unknown parameters are refused, so a typo is not ignored.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CompileQuery {
-    /// lossless, default, aggressive or cache-stable (default: default).
+    /// lossless, default, aggressive, cache-stable or eager (default: default).
     pub preset: Option<String>,
     /// The input format instead of detecting it.
     pub from: Option<String>,
@@ -33,7 +33,7 @@ impl CompileQuery {
             Err(ApiError::bad_request(
                 "unknown-preset",
                 format!(
-                    "query parameter preset: unknown preset {name:?}; use lossless, default, aggressive or cache-stable"
+                    "query parameter preset: unknown preset {name:?}; use lossless, default, aggressive, cache-stable or eager"
                 ),
             ))
         }

@@ -105,9 +105,17 @@ fn a_chat_compiles_with_decisions_receipts_register_and_tokens_per_preset() {
         })
         .collect();
     let names: Vec<&str> = presets.iter().map(|p| p.0).collect();
-    assert_eq!(names, ["lossless", "default", "aggressive", "cache-stable"]);
+    assert_eq!(
+        names,
+        ["lossless", "default", "aggressive", "cache-stable", "eager"]
+    );
     let after = |name: &str| presets.iter().find(|p| p.0 == name).unwrap().1;
     assert_eq!(after("default"), direct.tokens_after as u64);
+    assert_eq!(
+        after("eager"),
+        after("default"),
+        "eager is the default passes at once"
+    );
     assert!(after("aggressive") <= after("default"));
     assert!(after("default") <= after("lossless"));
 }
@@ -529,12 +537,13 @@ fn replayed_cost_per_preset_is_the_bench_figure() {
                 .unwrap_or_else(|| panic!("bench has {strategy}"))
         };
         let presets = view["presets"].as_array().expect("presets");
-        assert_eq!(presets.len(), 4, "{path}");
+        assert_eq!(presets.len(), 5, "{path}");
         for (preset, strategy) in [
             ("lossless", "ctxgc-lossless"),
             ("default", "ctxgc"),
             ("aggressive", "ctxgc-aggressive"),
             ("cache-stable", "ctxgc-cache"),
+            ("eager", "ctxgc"),
         ] {
             let replayed = &presets
                 .iter()

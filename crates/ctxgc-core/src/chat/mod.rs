@@ -85,7 +85,7 @@ impl Preset {
 
 /// Every preset name a surface accepts (CLI `--preset`, Python `preset=`, the console's
 /// `?preset=`), in the order they are listed to users.
-pub const PRESET_NAMES: [&str; 4] = ["lossless", "default", "aggressive", "cache-stable"];
+pub const PRESET_NAMES: [&str; 5] = ["lossless", "default", "aggressive", "cache-stable", "eager"];
 
 /// A preset name that is not one of [`PRESET_NAMES`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,7 +95,7 @@ impl std::fmt::Display for UnknownPreset {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "unknown preset {:?}: use lossless, default, aggressive or cache-stable",
+            "unknown preset {:?}: use lossless, default, aggressive, cache-stable or eager",
             self.0
         )
     }
@@ -143,8 +143,10 @@ pub struct ChatOptions {
 impl ChatOptions {
     /// Sets the preset named `name` (one of [`PRESET_NAMES`]) and when its decisions are taken:
     /// `cache-stable` is the default preset's passes under the prompt-cache cost model, the
-    /// others take every decision at once. The one parser of preset names: the CLI, Python and
-    /// the console all call it.
+    /// others take every decision at once. `eager` names that second choice explicitly for the
+    /// default passes: a one-shot compile of a finished transcript, where no prompt cache is
+    /// read, pins it so its output does not depend on which of the two `default` means. The
+    /// one parser of preset names: the CLI, Python and the console all call it.
     ///
     /// ```
     /// use ctxgc_core::chat::{ChatOptions, Preset};
@@ -153,11 +155,13 @@ impl ChatOptions {
     /// assert_eq!((chat.preset, chat.cache.is_some()), (Preset::Default, true));
     /// chat.apply_preset("aggressive").unwrap();
     /// assert_eq!((chat.preset, chat.cache.is_some()), (Preset::Aggressive, false));
+    /// chat.apply_preset("eager").unwrap();
+    /// assert_eq!((chat.preset, chat.cache.is_some()), (Preset::Default, false));
     /// assert!(chat.apply_preset("fast").unwrap_err().to_string().contains("\"fast\""));
     /// ```
     pub fn apply_preset(&mut self, name: &str) -> Result<(), UnknownPreset> {
         let preset = match name {
-            "cache-stable" => Preset::Default,
+            "cache-stable" | "eager" => Preset::Default,
             _ => Preset::from_name(name).ok_or_else(|| UnknownPreset(name.to_owned()))?,
         };
         self.preset = preset;

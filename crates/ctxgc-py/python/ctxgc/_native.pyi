@@ -5,7 +5,7 @@ from typing import Any, Literal, Mapping, Sequence
 
 __version__: str
 
-Preset = Literal["lossless", "default", "aggressive", "cache-stable"]
+Preset = Literal["lossless", "default", "aggressive", "cache-stable", "eager"]
 ChatFormat = Literal["openai-chat", "anthropic", "responses"]
 InputFormat = Literal["events", "openai-chat", "anthropic", "responses", "tracetrim"]
 TokenizerName = Literal["o200k_base", "cl100k_base"]

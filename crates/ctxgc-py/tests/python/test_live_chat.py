@@ -45,7 +45,7 @@ def replay_each_message(messages, *, preset="default", system=None, fmt=None):
     return chat
 
 
-@pytest.mark.parametrize("preset", ["default", "lossless", "aggressive", "cache-stable"])
+@pytest.mark.parametrize("preset", ["default", "lossless", "aggressive", "cache-stable", "eager"])
 def test_every_step_of_the_bundled_chats_is_a_whole_compile(preset):
     for messages in (AIRLINE, TOOL_CHAT):
         replay_each_message(messages, preset=preset)
